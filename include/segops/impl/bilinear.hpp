@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+// The bilinear family: dot, inner_products, mul, add, axpy, axpby. Each order is a segmented
+// reduction of a map from maps.hpp and/or one per-element pass with a functor below.
+// T = value type of the element inputs, S = of the per-segment inputs, O = of an output.
+// For a dropped (trusted, out-of-range) id every gathered per-segment value is taken as 0.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <segops/impl/checks.hpp>
+#include <segops/impl/linear.hpp>
+#include <segops/impl/maps.hpp>
+#include <segops/impl/segmented_reduce.hpp>
+#include <segops/impl/segmented_transform.hpp>
+#include <segops/impl/views.hpp>
+
+namespace segops::impl {
+
+template <class V>
+using value_t = typename V::non_const_value_type;
+
+/// a(s), or 0 for a dropped element (s < 0).
+template <class R, class T>
+KOKKOS_FUNCTION R seg_value(const Mat<const T>& a, index_t s) {
+  return s < 0 ? R(0) : static_cast<R>(a(s));
+}
+
+/// Sum-reduce `map` (width w) into `out`, accumulating in out's value type.
+template <class Exec, class Seg, class Map, class Out, class Fin = NoFinalize>
+void reduce_map(const Exec& exec, const Seg& seg, const Map& map, const Out& out, index_t w,
+                const char* label, Fin fin = {}) {
+  using Acc = std::remove_reference_t<decltype(out(0, 0))>;
+  segmented_reduce(exec, seg, make_sum_reducer<Acc>(map, out, carry_of<Acc>(seg), w, fin), label);
+}
+
+/// One output row as a linear combination of up to four element rows t_k with per-segment
+/// coefficients: o_i = sum_k (w_k + f_k c_k(s)) t_k(i) (f_k = 0 where a term has no c_k).
+/// mul's forward/backward/double backward, dot's and inner_products' backward, axpy and axpby are
+/// all this one pass.
+template <class O, class T, class S, int K>
+struct Combination {
+  Mat<O> o;
+  Kokkos::Array<Mat<const T>, K> t;
+  Kokkos::Array<Mat<const S>, K> c;
+  Kokkos::Array<O, K> w, f;
+  KOKKOS_FUNCTION void row(index_t i, index_t s) const {
+    O k[K];
+    for (int j = 0; j < K; ++j) k[j] = w[j] + (f[j] != O(0) ? f[j] * seg_value<O>(c[j], s) : O(0));
+    for (index_t d = 0; d < o.d; ++d) {
+      O r = 0;
+      for (int j = 0; j < K; ++j) r += k[j] * static_cast<O>(t[j](i, d));
+      o(i, d) = r;
+    }
+  }
+};
+
+/// Runs one or two Combinations (or nested Combinations) in a single pass over the elements.
+template <class C1, class C2 = void>
+struct Combinations {
+  C1 a;
+  C2 b;
+  KOKKOS_FUNCTION void row(index_t i, index_t s) const {
+    a.row(i, s);
+    b.row(i, s);
+  }
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
+};
+template <class C1>
+struct Combinations<C1, void> {
+  C1 a;
+  KOKKOS_FUNCTION void row(index_t i, index_t s) const { a.row(i, s); }
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
+};
+
+/// Term k of a Combination: element row t times (w + f * c(s)).
+template <class T, class S>
+struct Term {
+  Mat<const T> t;
+  Mat<const S> c;
+  double w, f;
+};
+template <class T, class S>
+Term<T, S> term(Mat<const T> t, double w) {
+  return {t, Mat<const S>{}, w, 0.0};
+}
+template <class T, class S>
+Term<T, S> term(Mat<const T> t, Mat<const S> c, double f = 1.0) {
+  return {t, c, 0.0, f};
+}
+
+template <class O, class T, class S, class... Terms>
+Combination<O, T, S, sizeof...(Terms)> combination(Mat<O> o, const Terms&... terms) {
+  Combination<O, T, S, sizeof...(Terms)> r{o, {terms.t...}, {terms.c...},
+                                            {static_cast<O>(terms.w)...},
+                                            {static_cast<O>(terms.f)...}};
+  return r;
+}
+
+/// y_i += a_s x_i in place.
+template <class Y, class T, class S>
+struct AxpyInPlace {
+  Mat<Y> y;
+  Mat<const T> x;
+  Mat<const S> a;
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
+    const Y k = seg_value<Y>(a, s);
+    for (index_t d = 0; d < y.d; ++d) y(i, d) += k * static_cast<Y>(x(i, d));
+  }
+};
+
+/// o_i = x_i + b_s, with b a row (M, D) or a per-segment scalar (M) added to every component.
+template <class O, class X, class B>
+struct AddRow {
+  Mat<O> o;
+  Mat<const X> x;
+  Mat<const B> b;  // column stride 0 for a scalar b
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
+    for (index_t d = 0; d < o.d; ++d)
+      o(i, d) = static_cast<O>(x(i, d)) + (s < 0 ? O(0) : static_cast<O>(b(s, d)));
+  }
+};
+
+/// An input view as a read-only accessor, an output view as a writable one.
+template <class V>
+Mat<const value_t<V>> rd(const V& v) {
+  return as_const_mat(v);
+}
+template <class V>
+Mat<value_t<V>> wr(const V& v) {
+  return as_mat(v);
+}
+/// A per-segment (M, D) row view, or an (M) scalar view broadcast to width d (column stride 0).
+template <class V>
+Mat<const value_t<V>> segment_row(const V& v, index_t d) {
+  auto m = as_const_mat(v);
+  if constexpr (V::rank() == 1) {
+    m.d = d;
+    m.s1 = 0;
+  }
+  return m;
+}
+
+/// add's per-segment operand b (M) or (M, D): extents, and no output aliasing it.
+template <class Seg, class X, class B, class O>
+void add_checks(OpName op, const Seg& seg, const X& x, const B& b, const O& o, const char* bname) {
+  check_segments(op.name, bname, seg, b);
+  if constexpr (B::rank() == 2) check_width(op.name, bname, width_of(x), b);
+  check_disjoint(op.name, {span_of("output", o)}, {span_of(bname, b)});
+}
+
+}  // namespace segops::impl

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// The linear family (sum, mean, component_sum, broadcast) in terms of the two building blocks.
+// Forward, backward and double backward of each op are listed side by side:
+//   sum            fwd: reduce rows          bwd: gather rows           dbl: reduce rows
+//   mean           fwd: reduce rows / c      bwd: gather rows / c       dbl: reduce rows / c
+//   component_sum  fwd: reduce row sums      bwd: gather scalar to row  dbl: reduce row sums
+//   broadcast      fwd: gather rows          bwd: reduce rows           dbl: gather rows
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <segops/impl/segmented_reduce.hpp>
+#include <segops/impl/segmented_transform.hpp>
+#include <segops/impl/views.hpp>
+
+namespace segops::impl {
+
+/// Accumulator k = component k of the element's row.
+template <class Acc, class T>
+struct RowMap {
+  Mat<const T> x;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    for (index_t d = 0; d < x.d; ++d) f(d, static_cast<Acc>(x(e, d)));
+  }
+};
+
+/// One accumulator: the sum of the element's components.
+template <class Acc, class T>
+struct RowSumMap {
+  Mat<const T> x;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    Acc a = 0;
+    for (index_t d = 0; d < x.d; ++d) a += static_cast<Acc>(x(e, d));
+    f(0, a);
+  }
+};
+
+template <class Acc, class Seg>
+Acc* carry_of(const Seg& seg) {
+  return reinterpret_cast<Acc*>(seg.carry().data());
+}
+
+/// out(s, :) = sum of x(i, :) over segment s, then `fin`.
+template <class Exec, class Seg, class T, class Acc, class Fin = NoFinalize>
+void reduce_rows(const Exec& exec, const Seg& seg, Mat<const T> x, Mat<Acc> out, const char* label,
+                 Fin fin = {}) {
+  segmented_reduce(exec, seg,
+                   make_sum_reducer<Acc>(RowMap<Acc, T>{x}, out, carry_of<Acc>(seg), out.d, fin),
+                   label);
+}
+
+/// out(s) = sum of all components of x(i, :) over segment s, then `fin`.
+template <class Exec, class Seg, class T, class Acc, class Fin = NoFinalize>
+void reduce_row_sums(const Exec& exec, const Seg& seg, Mat<const T> x, Mat<Acc> out,
+                     const char* label, Fin fin = {}) {
+  segmented_reduce(exec, seg,
+                   make_sum_reducer<Acc>(RowSumMap<Acc, T>{x}, out, carry_of<Acc>(seg), 1, fin),
+                   label);
+}
+
+/// o(i, :) = v(s(i), :) [/ c_s]; zeros for dropped ids.
+template <class Exec, class Seg, class T, class S, class Scale = Unscaled>
+void gather_rows(const Exec& exec, const Seg& seg, Mat<const S> v, Mat<T> o, const char* label,
+                 Scale scale = {}) {
+  segmented_transform(exec, seg, GatherRows<T, S, Scale>{o, v, scale}, label);
+}
+
+template <class Seg>
+auto divide_by_count(const Seg& seg) {
+  return DivideByCount<decltype(seg.counts())>{seg.counts()};
+}
+template <class Seg>
+auto divided_by_count(const Seg& seg) {
+  return DividedByCount<decltype(seg.counts())>{seg.counts()};
+}
+
+template <class V>
+auto as_const_mat(const V& v) {
+  auto m = as_mat(v);
+  return Mat<const typename V::non_const_value_type>{m.ptr, m.n, m.d, m.s0, m.s1};
+}
+
+}  // namespace segops::impl

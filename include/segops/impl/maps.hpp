@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: Apache-2.0
+// Per-element maps reduced by SumReducer (see segmented_reduce.hpp): each calls f(k, value) for its
+// accumulators k. Products are formed in the accumulation type Acc.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <segops/impl/views.hpp>
+
+namespace segops::impl {
+
+template <class Acc, class A, class B>
+KOKKOS_FUNCTION Acc row_dot(const Mat<const A>& a, const Mat<const B>& b, index_t e) {
+  Acc r = 0;
+  for (index_t d = 0; d < a.d; ++d) r += static_cast<Acc>(a(e, d)) * static_cast<Acc>(b(e, d));
+  return r;
+}
+
+/// f(0, <a_e, b_e>)
+template <class Acc, class A, class B>
+struct DotMap {
+  Mat<const A> a;
+  Mat<const B> b;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    f(0, row_dot<Acc>(a, b, e));
+  }
+};
+
+/// f(0, <a_e, b_e> + <c_e, d_e>)
+template <class Acc, class A, class B, class C, class D>
+struct DotSumMap {
+  Mat<const A> a;
+  Mat<const B> b;
+  Mat<const C> c;
+  Mat<const D> d;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    f(0, row_dot<Acc>(a, b, e) + row_dot<Acc>(c, d, e));
+  }
+};
+
+/// f(0, <a_e, b_e>), f(1, <c_e, d_e>)
+template <class Acc, class A, class B, class C, class D>
+struct TwoDotsMap {
+  Mat<const A> a;
+  Mat<const B> b;
+  Mat<const C> c;
+  Mat<const D> d;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    f(0, row_dot<Acc>(a, b, e));
+    f(1, row_dot<Acc>(c, d, e));
+  }
+};
+
+/// f(0, <x,y>), f(1, <x,x>), f(2, <y,y>): the three inner products in one pass.
+template <class Acc, class X, class Y>
+struct InnerProductsMap {
+  Mat<const X> x;
+  Mat<const Y> y;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    f(0, row_dot<Acc>(x, y, e));
+    f(1, row_dot<Acc>(x, x, e));
+    f(2, row_dot<Acc>(y, y, e));
+  }
+};
+
+/// inner_products' double backward: f(0, <u,y>+<v,x>), f(1, 2<u,x>), f(2, 2<v,y>).
+template <class Acc, class X, class Y, class U, class V>
+struct InnerProductsAdjointMap {
+  Mat<const X> x;
+  Mat<const Y> y;
+  Mat<const U> u;
+  Mat<const V> v;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    f(0, row_dot<Acc>(u, y, e) + row_dot<Acc>(v, x, e));
+    f(1, Acc(2) * row_dot<Acc>(u, x, e));
+    f(2, Acc(2) * row_dot<Acc>(v, y, e));
+  }
+};
+
+/// f(r * C + c, a(e, r) * b(e, c)): the outer product a_e b_e^T, flattened row-major.
+template <class Acc, class A, class B>
+struct OuterMap {
+  Mat<const A> a;
+  Mat<const B> b;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    for (index_t r = 0; r < a.d; ++r) {
+      const Acc ar = static_cast<Acc>(a(e, r));
+      for (index_t c = 0; c < b.d; ++c) f(r * b.d + c, ar * static_cast<Acc>(b(e, c)));
+    }
+  }
+};
+
+/// Several per-segment scalar outputs (M) seen as one (M, K) accumulator row.
+template <class Acc, int K>
+struct OutTuple {
+  Kokkos::Array<Mat<Acc>, K> outs;
+  KOKKOS_FUNCTION Acc& operator()(index_t s, index_t k) const { return outs[k](s); }
+};
+
+/// A per-segment matrix output (M, R, C) seen as an (M, R*C) accumulator row.
+template <class Acc>
+struct MatrixOut {
+  Mat3<Acc> a;
+  KOKKOS_FUNCTION Acc& operator()(index_t s, index_t k) const { return a(s, k / a.c, k % a.c); }
+};
+
+}  // namespace segops::impl

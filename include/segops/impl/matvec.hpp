@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// matvec with per-segment matrices. The transposed form o_i = A_s^T x_i is the plain form on a
+// transposed accessor of A (strides swapped), and so are its gradients, so one set of functors
+// serves both.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <segops/impl/bilinear.hpp>
+#include <segops/impl/views.hpp>
+
+namespace segops::impl {
+
+template <class T>
+Mat3<T> transposed(Mat3<T> a) {
+  return {a.ptr, a.n, a.c, a.r, a.s0, a.s2, a.s1};
+}
+
+/// o_i = A_s x_i (+ B_s y_i when Two): A, B (M, P, Q), x, y (N, Q), o (N, P).
+template <class O, class T, class S, bool Two>
+struct MatVec {
+  Mat<O> o;
+  Mat3<const S> a, b;
+  Mat<const T> x, y;
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
+    for (index_t p = 0; p < o.d; ++p) {
+      O r = 0;
+      if (s >= 0) {
+        for (index_t q = 0; q < x.d; ++q) r += static_cast<O>(a(s, p, q)) * static_cast<O>(x(i, q));
+        if constexpr (Two)
+          for (index_t q = 0; q < y.d; ++q) r += static_cast<O>(b(s, p, q)) * static_cast<O>(y(i, q));
+      }
+      o(i, p) = r;
+    }
+  }
+};
+
+template <class V>
+Mat3<const value_t<V>> rd3(const V& v) {
+  auto m = as_mat3(v);
+  return {m.ptr, m.n, m.r, m.c, m.s0, m.s1, m.s2};
+}
+template <class V>
+Mat3<value_t<V>> wr3(const V& v) {
+  return as_mat3(v);
+}
+
+/// A (M, R, C) against the descriptor, x of width C and o of width R (of the possibly transposed
+/// matrix); throws naming the argument.
+template <class Seg, class A>
+void check_matrices(OpName op, const char* name, const Seg& seg, const A& a, index_t rows,
+                    index_t cols, bool transposed) {
+  check_segments(op.name, name, seg, a);
+  const index_t r = static_cast<index_t>(a.extent(1)), c = static_cast<index_t>(a.extent(2));
+  check_extent(op.name, name, "extent(1) must match the output row width", transposed ? cols : rows, r);
+  check_extent(op.name, name, "extent(2) must match the input row width", transposed ? rows : cols, c);
+}
+
+}  // namespace segops::impl

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+// The nonlinear family: rms_norm, max_norm, max, min. Forward reductions use SumReducer (rms) or
+// MaxLocReducer (max_norm, max, min); the backward orders are the per-element and per-segment
+// functors below, side by side with their math.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <type_traits>
+
+#include <segops/impl/bilinear.hpp>
+#include <segops/impl/maxloc.hpp>
+#include <segops/impl/views.hpp>
+
+namespace segops::impl {
+
+// ---- rms_norm: o_s = sqrt(sum ||x_i||^2 / c_s); n_s = 1 / (c_s o_s), 0 if o_s = 0 ----
+
+template <class R, class O, class Counts>
+KOKKOS_FUNCTION R rms_n(const Mat<const O>& o, const Counts& counts, index_t s) {
+  const R os = static_cast<R>(o(s));
+  return os != R(0) ? R(1) / (static_cast<R>(counts(s)) * os) : R(0);
+}
+
+/// Forward finalize: o_s = sqrt(o_s / c_s), 0 for an empty segment.
+template <class Counts>
+struct RmsFinalize {
+  static constexpr bool has_finalize = true;
+  Counts counts;
+  template <class Out>
+  KOKKOS_FUNCTION void operator()(index_t s, const Out& out, index_t) const {
+    using R = std::remove_reference_t<decltype(out(s, 0))>;
+    const index_t c = counts(s);
+    out(s, 0) = c > 0 ? Kokkos::sqrt(out(s, 0) / static_cast<R>(c)) : R(0);
+  }
+};
+
+/// Backward: gx_i = g_s n_s x_i.
+template <class GX, class T, class S, class Counts>
+struct RmsBackward {
+  Mat<GX> gx;
+  Mat<const T> x;
+  Mat<const S> o, g;
+  Counts counts;
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
+    const GX k = s < 0 ? GX(0) : static_cast<GX>(g(s)) * rms_n<GX>(o, counts, s);
+    for (index_t d = 0; d < gx.d; ++d) gx(i, d) = k * static_cast<GX>(x(i, d));
+  }
+};
+
+/// Double backward, reduction finalize: gg_s = n_s sum <u_i, x_i>.
+template <class S, class Counts>
+struct RmsScaleByN {
+  static constexpr bool has_finalize = true;
+  Mat<const S> o;
+  Counts counts;
+  template <class Out>
+  KOKKOS_FUNCTION void operator()(index_t s, const Out& out, index_t) const {
+    using R = std::remove_reference_t<decltype(out(s, 0))>;
+    out(s, 0) *= rms_n<R>(o, counts, s);
+  }
+};
+
+/// Double backward, per element: x+_i = g_s n_s u_i - g_s n_s^3 c_s p_s x_i with p_s = gg_s / n_s,
+/// i.e. x+_i = g_s n_s (u_i - n_s c_s gg_s x_i).
+template <class XP, class T, class S, class GG, class Counts>
+struct RmsDoubleBackward {
+  Mat<XP> xp;
+  Mat<const T> x, u;
+  Mat<const S> o, g;
+  Mat<const GG> gg;
+  Counts counts;
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
+    XP k = 0, l = 0;
+    if (s >= 0) {
+      const XP n = rms_n<XP>(o, counts, s);
+      k = static_cast<XP>(g(s)) * n;
+      l = n * static_cast<XP>(counts(s)) * static_cast<XP>(gg(s));
+    }
+    for (index_t d = 0; d < xp.d; ++d)
+      xp(i, d) = k * (static_cast<XP>(u(i, d)) - l * static_cast<XP>(x(i, d)));
+  }
+};
+
+// ---- max_norm: o_s = max ||x_i||, arg i*; gradient flows through i* only ----
+
+/// Backward: gx_i = g_s x_i / ||x_i|| at i = i*_s (0 if ||x|| = 0), 0 elsewhere.
+/// Double backward (with u): x+_i = (g_s / ||x_i||)(u_i - x^_i p) at i*, p = <x^_i, u_i>.
+template <class GX, class T, class S, class I, bool Double>
+struct MaxNormElement {
+  Mat<GX> gx;
+  Mat<const T> x, u;
+  Mat<const I> arg;
+  Mat<const S> g;
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
+    const bool at = s >= 0 && static_cast<index_t>(arg(s)) == i;
+    GX nrm = 0;
+    if (at) {
+      for (index_t d = 0; d < gx.d; ++d) nrm += static_cast<GX>(x(i, d)) * static_cast<GX>(x(i, d));
+      nrm = Kokkos::sqrt(nrm);
+    }
+    if (!at || nrm == GX(0)) {
+      for (index_t d = 0; d < gx.d; ++d) gx(i, d) = GX(0);
+      return;
+    }
+    const GX k = static_cast<GX>(g(s)) / nrm;
+    if constexpr (!Double) {
+      for (index_t d = 0; d < gx.d; ++d) gx(i, d) = k * static_cast<GX>(x(i, d));
+    } else {
+      GX p = 0;
+      for (index_t d = 0; d < gx.d; ++d) p += static_cast<GX>(x(i, d)) / nrm * static_cast<GX>(u(i, d));
+      for (index_t d = 0; d < gx.d; ++d)
+        gx(i, d) = k * (static_cast<GX>(u(i, d)) - static_cast<GX>(x(i, d)) / nrm * p);
+    }
+  }
+};
+
+/// Double backward, per segment: gg_s = <x^_{i*}, u_{i*}> (0 for an empty segment or ||x|| = 0).
+template <class GG, class T, class I>
+struct MaxNormAdjoint {
+  Mat<GG> gg;
+  Mat<const T> x, u;
+  Mat<const I> arg;
+  KOKKOS_FUNCTION void operator()(index_t s) const {
+    const index_t i = static_cast<index_t>(arg(s));
+    GG nrm = 0, p = 0;
+    if (i >= 0 && i < x.n) {
+      for (index_t d = 0; d < x.d; ++d) {
+        nrm += static_cast<GG>(x(i, d)) * static_cast<GG>(x(i, d));
+        p += static_cast<GG>(x(i, d)) * static_cast<GG>(u(i, d));
+      }
+    }
+    nrm = Kokkos::sqrt(nrm);
+    gg(s) = nrm > GG(0) ? p / nrm : GG(0);
+  }
+};
+
+// ---- max, min per component: the gradient goes to the arg element of each component ----
+
+/// Backward: gx(i, d) = g(s, d) where arg(s, d) = i, else 0.
+template <class GX, class S, class I>
+struct ArgScatter {
+  Mat<GX> gx;
+  Mat<const S> g;
+  Mat<const I> arg;
+  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
+    for (index_t d = 0; d < gx.d; ++d)
+      gx(i, d) = s >= 0 && static_cast<index_t>(arg(s, d)) == i ? static_cast<GX>(g(s, d)) : GX(0);
+  }
+};
+
+/// Double backward: gg(s, d) = u(arg(s, d), d), 0 for an empty segment.
+template <class GG, class T, class I>
+struct ArgGather {
+  Mat<GG> gg;
+  Mat<const T> u;
+  Mat<const I> arg;
+  KOKKOS_FUNCTION void operator()(index_t s) const {
+    for (index_t d = 0; d < gg.d; ++d) {
+      const index_t i = static_cast<index_t>(arg(s, d));
+      gg(s, d) = i >= 0 && i < u.n ? static_cast<GG>(u(i, d)) : GG(0);
+    }
+  }
+};
+
+template <class V, class Exec>
+inline constexpr bool is_arg_view_v = [] {
+  if constexpr (is_accessible_view_v<V, Exec>)
+    return (std::is_same_v<typename V::non_const_value_type, std::int32_t> ||
+            std::is_same_v<typename V::non_const_value_type, std::int64_t>);
+  else
+    return false;
+}();
+
+/// Runs MaxLocReducer; `arg` may be an empty Mat (n = 0) when no index output is wanted.
+template <bool IsMax, bool ZeroIfEmpty, class Exec, class Seg, class V, class I, class Value>
+void reduce_maxloc(const Exec& exec, const Seg& seg, const Value& value, Mat<V> out, Mat<I> arg,
+                   index_t w, const char* label) {
+  using R = MaxLocReducer<V, I, Value, decltype(seg.counts()), IsMax, ZeroIfEmpty>;
+  segmented_reduce(exec, seg,
+                   R{value, out, arg, seg.counts(), carry_of<V>(seg), seg.carry_index().data(), w},
+                   label);
+}
+
+}  // namespace segops::impl

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+// The reduction building block: every per-segment output of SegOps is a reduction of a per-element
+// map, run by one of three schedules chosen from the descriptor:
+//  - sorted ids: fixed-size tiles over positions, atomic-free; a segment that crosses tiles is
+//    combined from per-tile partials in tile order (deterministic, independent of thread count);
+//  - unsorted ids with the deterministic option: the same tiles over the stable permutation;
+//  - unsorted ids otherwise: one pass over elements with atomics (plain adds on Serial).
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <type_traits>
+
+#include <segops/impl/views.hpp>
+
+namespace segops::impl {
+
+/// Destinations of a partial reduction: the output row of segment s, or the carry slot of tile t.
+struct OutSlot {
+  index_t s;
+};
+struct CarrySlot {
+  index_t t;
+};
+
+template <class Exec>
+inline constexpr bool concurrent_v =
+#ifdef KOKKOS_ENABLE_SERIAL
+    !std::is_same_v<Exec, Kokkos::Serial>;
+#else
+    true;
+#endif
+
+struct IdentityElem {
+  KOKKOS_FUNCTION index_t operator()(index_t p) const { return p; }
+};
+template <class MemSpace>
+struct PermElem {
+  Kokkos::View<const index_t*, MemSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> perm;
+  KOKKOS_FUNCTION index_t operator()(index_t p) const { return perm(p); }
+};
+
+/// Tiles of `tile` consecutive positions. Tile t reduces the part of a segment that started in an
+/// earlier tile into its carry slot (the "head"), and every segment that starts inside it into
+/// that segment's output row; `fixup` then folds the heads of later tiles into segments that
+/// cross tile ends, in tile order.
+template <class R, class Offsets, class Elem>
+struct TileReduce {
+  struct SweepTag {};
+  struct FixupTag {};
+  R r;
+  Offsets offsets;
+  Elem elem;
+  index_t n, m, tile, ntiles;
+
+  KOKKOS_FUNCTION index_t first_segment_at(index_t pos) const {  // first s with offsets(s) >= pos
+    index_t lo = 0, hi = m;
+    while (lo < hi) {
+      const index_t mid = lo + (hi - lo) / 2;
+      if (offsets(mid) < pos) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+  KOKKOS_FUNCTION void operator()(SweepTag, index_t t) const {
+    const index_t lo = t * tile, hi = Kokkos::min(n, lo + tile);
+    index_t s = first_segment_at(lo);
+    const index_t head_end = s < m ? Kokkos::min(offsets(s), hi) : hi;
+    if (lo < head_end) r.reduce(CarrySlot{t}, elem, lo, head_end);
+    const index_t s_end = t == ntiles - 1 ? m : first_segment_at(hi);
+    for (; s < s_end; ++s) {
+      const index_t e = offsets(s + 1);
+      r.reduce(OutSlot{s}, elem, offsets(s), Kokkos::min(e, hi));
+      if (e <= hi) r.finalize(s);
+    }
+  }
+  KOKKOS_FUNCTION void operator()(FixupTag, index_t t) const {
+    const index_t hi = Kokkos::min(n, (t + 1) * tile);
+    const index_t s_end = first_segment_at(hi);
+    if (t == ntiles - 1 || s_end == first_segment_at(t * tile)) return;
+    const index_t s = s_end - 1, e = offsets(s + 1);
+    if (e <= hi) return;
+    for (index_t u = t + 1; u < ntiles && u * tile < e; ++u) r.join(OutSlot{s}, CarrySlot{u});
+    r.finalize(s);
+  }
+};
+
+template <class R, class Ids, bool Atomic>
+struct ElementReduce {
+  struct InitTag {};
+  struct AccumulateTag {};
+  struct ArgTag {};
+  struct FinalizeTag {};
+  R r;
+  Ids ids;
+  index_t m;
+  KOKKOS_FUNCTION void operator()(InitTag, index_t s) const { r.init(OutSlot{s}); }
+  KOKKOS_FUNCTION void operator()(AccumulateTag, index_t i) const {
+    const index_t s = static_cast<index_t>(ids(i));
+    if (s >= 0 && s < m) r.template accumulate<Atomic>(s, i);
+  }
+  KOKKOS_FUNCTION void operator()(ArgTag, index_t i) const {
+    const index_t s = static_cast<index_t>(ids(i));
+    if (s >= 0 && s < m) r.template arg_pass<Atomic>(s, i);
+  }
+  KOKKOS_FUNCTION void operator()(FinalizeTag, index_t s) const { r.finalize(s); }
+};
+
+/// Runs reducer `r` over `seg`. R provides width(), reduce(slot, elem, b, e), join(OutSlot,
+/// CarrySlot), finalize(s), init(OutSlot), accumulate<Atomic>(s, i), has_finalize, and, where the
+/// atomic schedule needs a second pass over the elements (arg of a max), has_arg_pass with
+/// wants_arg() and arg_pass<Atomic>(s, i).
+template <class Exec, class Seg, class R>
+void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* label) {
+  const index_t m = seg.num_segments(), w = r.width();
+  if (seg.deterministic()) {
+    const index_t n = seg.num_valid(), cap = static_cast<index_t>(seg.carry().extent(0));
+    if (w > cap)
+      fail(label, "descriptor", "accumulator width exceeds the descriptor's carry_capacity", cap, w);
+    const index_t min_tile = 1024, slots = cap / w;
+    index_t tile = (n + slots - 1) / slots;
+    if (tile < min_tile) tile = min_tile;
+    const index_t ntiles = n > 0 ? (n + tile - 1) / tile : 1;
+    auto run = [&](auto elem) {
+      using F = TileReduce<R, decltype(seg.offsets()), decltype(elem)>;
+      F f{r, seg.offsets(), elem, n, m, tile, ntiles};
+      using Sweep = Kokkos::RangePolicy<Exec, typename F::SweepTag, Kokkos::IndexType<index_t>>;
+      using Fixup = Kokkos::RangePolicy<Exec, typename F::FixupTag, Kokkos::IndexType<index_t>>;
+      Kokkos::parallel_for(label, Sweep(exec, 0, ntiles), f);
+      if (ntiles > 1) Kokkos::parallel_for(label, Fixup(exec, 0, ntiles), f);
+    };
+    if (seg.sorted()) run(IdentityElem{});
+    else run(PermElem<typename Seg::memory_space>{seg.permutation()});
+    return;
+  }
+  using F = ElementReduce<R, typename Seg::ids_view, concurrent_v<Exec>>;
+  F f{r, seg.ids(), m};
+  using Init = Kokkos::RangePolicy<Exec, typename F::InitTag, Kokkos::IndexType<index_t>>;
+  using Acc = Kokkos::RangePolicy<Exec, typename F::AccumulateTag, Kokkos::IndexType<index_t>>;
+  using Fin = Kokkos::RangePolicy<Exec, typename F::FinalizeTag, Kokkos::IndexType<index_t>>;
+  using Arg = Kokkos::RangePolicy<Exec, typename F::ArgTag, Kokkos::IndexType<index_t>>;
+  Kokkos::parallel_for(label, Init(exec, 0, m), f);
+  Kokkos::parallel_for(label, Acc(exec, 0, seg.num_elements()), f);
+  if constexpr (R::has_arg_pass)
+    if (r.wants_arg()) Kokkos::parallel_for(label, Arg(exec, 0, seg.num_elements()), f);
+  if constexpr (R::has_finalize) Kokkos::parallel_for(label, Fin(exec, 0, m), f);
+}
+
+// ---- sums of a per-element map: the reducer behind sum, mean, dot, norms, gradients of scales ----
+
+/// Map concept: width() accumulators; map(e, f) calls f(w, value) for each contribution of element
+/// e. Out concept: out(s, w) -> acc&. Fin concept: has_finalize; fin(s, out, width).
+struct NoFinalize {
+  static constexpr bool has_finalize = false;
+  template <class Out>
+  KOKKOS_FUNCTION void operator()(index_t, const Out&, index_t) const {}
+};
+
+template <class Acc, class Map, class Out, class Fin = NoFinalize>
+struct SumReducer {
+  static constexpr bool has_finalize = Fin::has_finalize;
+  static constexpr bool has_arg_pass = false;
+  static constexpr int kLocal = 8;  // rows up to this width accumulate in registers
+  Map map;
+  Out out;
+  Fin fin;
+  Acc* carry;
+  index_t w;
+
+  index_t width() const { return w; }
+  KOKKOS_FUNCTION Acc& ref(OutSlot d, index_t k) const { return out(d.s, k); }
+  KOKKOS_FUNCTION Acc& ref(CarrySlot d, index_t k) const { return carry[d.t * w + k]; }
+
+  template <class Slot, class Elem>
+  KOKKOS_FUNCTION void reduce(Slot d, const Elem& elem, index_t b, index_t e) const {
+    if (w <= kLocal) {
+      Acc a[kLocal] = {};
+      for (index_t p = b; p < e; ++p) map(elem(p), [&](index_t k, Acc v) { a[k] += v; });
+      for (index_t k = 0; k < w; ++k) ref(d, k) = a[k];
+    } else {
+      for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
+      for (index_t p = b; p < e; ++p) map(elem(p), [&](index_t k, Acc v) { ref(d, k) += v; });
+    }
+  }
+  KOKKOS_FUNCTION void join(OutSlot d, CarrySlot c) const {
+    for (index_t k = 0; k < w; ++k) ref(d, k) += ref(c, k);
+  }
+  KOKKOS_FUNCTION void finalize(index_t s) const { fin(s, out, w); }
+  KOKKOS_FUNCTION void init(OutSlot d) const {
+    for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
+  }
+  template <bool Atomic>
+  KOKKOS_FUNCTION void accumulate(index_t s, index_t i) const {
+    map(i, [&](index_t k, Acc v) {
+      if constexpr (Atomic) Kokkos::atomic_add(&out(s, k), v);
+      else out(s, k) += v;
+    });
+  }
+};
+
+template <class Acc, class Map, class Out, class Fin = NoFinalize>
+SumReducer<Acc, Map, Out, Fin> make_sum_reducer(const Map& map, const Out& out, Acc* carry,
+                                                 index_t width, Fin fin = {}) {
+  return {map, out, fin, carry, width};
+}
+
+/// Divides each accumulator by the segment's element count (0 for an empty segment).
+template <class Counts>
+struct DivideByCount {
+  static constexpr bool has_finalize = true;
+  Counts counts;
+  template <class Out>
+  KOKKOS_FUNCTION void operator()(index_t s, const Out& out, index_t w) const {
+    const index_t c = counts(s);
+    for (index_t k = 0; k < w; ++k) {
+      auto& o = out(s, k);
+      o = c > 0 ? o / static_cast<std::remove_reference_t<decltype(o)>>(c) : 0;
+    }
+  }
+};
+
+}  // namespace segops::impl

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+// Kernels that build a Segments descriptor: range/sortedness scan, counts, offsets, permutation.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Sort.hpp>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+
+#include <segops/impl/views.hpp>
+
+namespace segops::impl {
+
+/// One pass over the ids: first out-of-range position, number of such ids, number of descents.
+template <class IdView>
+struct ScanIds {
+  struct value_type {
+    index_t first_bad, n_bad, n_descents;
+  };
+  IdView idx;
+  index_t m;
+
+  KOKKOS_FUNCTION void init(value_type& v) const {
+    v.first_bad = Kokkos::reduction_identity<index_t>::min();
+    v.n_bad = 0;
+    v.n_descents = 0;
+  }
+  KOKKOS_FUNCTION void join(value_type& a, const value_type& b) const {
+    if (b.first_bad < a.first_bad) a.first_bad = b.first_bad;
+    a.n_bad += b.n_bad;
+    a.n_descents += b.n_descents;
+  }
+  KOKKOS_FUNCTION void operator()(index_t i, value_type& v) const {
+    const index_t s = static_cast<index_t>(idx(i));
+    if (s < 0 || s >= m) {
+      if (i < v.first_bad) v.first_bad = i;
+      ++v.n_bad;
+    }
+    if (i > 0 && static_cast<index_t>(idx(i - 1)) > s) ++v.n_descents;
+  }
+};
+
+/// Sorted ids: offsets(s) = first position whose id is >= s, found by binary search (no atomics).
+template <class IdView, class Offsets>
+struct SortedOffsets {
+  IdView idx;
+  Offsets offsets;
+  index_t n;
+  KOKKOS_FUNCTION void operator()(index_t s) const {
+    index_t lo = 0, hi = n;
+    while (lo < hi) {
+      const index_t mid = lo + (hi - lo) / 2;
+      if (static_cast<index_t>(idx(mid)) < s) lo = mid + 1;
+      else hi = mid;
+    }
+    offsets(s) = lo;
+  }
+};
+
+template <class IdView, class Counts>
+struct CountIds {
+  IdView idx;
+  Counts counts;
+  index_t m;
+  KOKKOS_FUNCTION void operator()(index_t i) const {
+    const index_t s = static_cast<index_t>(idx(i));
+    if (s >= 0 && s < m) Kokkos::atomic_inc(&counts(s));
+  }
+};
+
+template <class Counts, class Offsets>
+struct ExclusiveScan {
+  Counts counts;
+  Offsets offsets;
+  index_t m;
+  KOKKOS_FUNCTION void operator()(index_t s, index_t& partial, bool final) const {
+    if (final) offsets(s) = partial;
+    if (s < m) partial += counts(s);
+  }
+};
+
+template <class Offsets, class Counts>
+struct CountsFromOffsets {
+  Offsets offsets;
+  Counts counts;
+  KOKKOS_FUNCTION void operator()(index_t s) const { counts(s) = offsets(s + 1) - offsets(s); }
+};
+
+/// Stable order key: segment-major, element index minor; dropped ids sort after every valid one.
+template <class IdView, class Keys>
+struct PermKeys {
+  IdView idx;
+  Keys keys;
+  index_t n, m;
+  KOKKOS_FUNCTION void operator()(index_t i) const {
+    index_t s = static_cast<index_t>(idx(i));
+    if (s < 0 || s >= m) s = m;
+    keys(i) = s * n + i;
+  }
+};
+
+template <class Keys>
+struct KeysToPerm {
+  Keys keys;
+  index_t n;
+  KOKKOS_FUNCTION void operator()(index_t j) const { keys(j) = keys(j) % n; }
+};
+
+template <class Counts>
+struct MaxCount {
+  Counts counts;
+  KOKKOS_FUNCTION void operator()(index_t s, index_t& mx) const {
+    if (counts(s) > mx) mx = counts(s);
+  }
+};
+
+}  // namespace segops::impl

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+// Argument normalisation and host-side checks shared by every op.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+#include <Kokkos_Profiling_ScopedRegion.hpp>
+
+#include <cstdint>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+#include <segops/error.hpp>
+
+namespace segops::impl {
+
+using index_t = std::int64_t;
+
+/// Every element or segment view is normalised to this strided 2-D accessor before dispatch, so
+/// LayoutLeft/Right/Stride, const, unmanaged, RandomAccess and compile-time extents all land on one
+/// instantiation per value type. Rank-1 views become D = 1.
+template <class T>
+struct Mat {
+  T* ptr = nullptr;
+  index_t n = 0, d = 1, s0 = 0, s1 = 0;
+  KOKKOS_FUNCTION T& operator()(index_t i, index_t j) const { return ptr[i * s0 + j * s1]; }
+  KOKKOS_FUNCTION T& operator()(index_t i) const { return ptr[i * s0]; }
+};
+
+/// Per-segment matrices A(M, R, C), normalised the same way.
+template <class T>
+struct Mat3 {
+  T* ptr = nullptr;
+  index_t n = 0, r = 0, c = 0, s0 = 0, s1 = 0, s2 = 0;
+  KOKKOS_FUNCTION T& operator()(index_t i, index_t a, index_t b) const {
+    return ptr[i * s0 + a * s1 + b * s2];
+  }
+};
+
+template <class V>
+auto as_mat(const V& v) {
+  Mat<typename V::value_type> m;
+  m.ptr = v.data();
+  m.n = static_cast<index_t>(v.extent(0));
+  m.s0 = static_cast<index_t>(v.stride(0));
+  if constexpr (V::rank() == 2) {
+    m.d = static_cast<index_t>(v.extent(1));
+    m.s1 = static_cast<index_t>(v.stride(1));
+  }
+  return m;
+}
+
+template <class V>
+auto as_mat3(const V& v) {
+  Mat3<typename V::value_type> m{v.data(), static_cast<index_t>(v.extent(0)),
+                                 static_cast<index_t>(v.extent(1)), static_cast<index_t>(v.extent(2)),
+                                 static_cast<index_t>(v.stride(0)), static_cast<index_t>(v.stride(1)),
+                                 static_cast<index_t>(v.stride(2))};
+  return m;
+}
+
+// ---- static checks: one trait per argument kind, one readable message each ----
+
+template <class T>
+inline constexpr bool is_real_v = std::is_same_v<std::remove_cv_t<T>, float> ||
+                                  std::is_same_v<std::remove_cv_t<T>, double>;
+
+template <class V, class Exec>
+inline constexpr bool is_accessible_view_v = [] {
+  if constexpr (Kokkos::is_view_v<V>)
+    return Kokkos::SpaceAccessibility<Exec, typename V::memory_space>::accessible;
+  else
+    return false;
+}();
+
+/// A float/double View of rank 1 or 2 (rank 3 for per-segment matrices), accessible from Exec.
+template <class V, class Exec, int MinRank = 1, int MaxRank = 2>
+inline constexpr bool is_data_view_v = [] {
+  if constexpr (is_accessible_view_v<V, Exec>)
+    return is_real_v<typename V::value_type> && int(V::rank()) >= MinRank &&
+           int(V::rank()) <= MaxRank;
+  else
+    return false;
+}();
+
+template <class V, class Exec, int MinRank = 1, int MaxRank = 2>
+inline constexpr bool is_output_view_v = [] {
+  if constexpr (is_data_view_v<V, Exec, MinRank, MaxRank>)
+    return !std::is_const_v<typename V::value_type>;
+  else
+    return false;
+}();
+
+/// Static argument checks: one trait, one message naming the op, the argument and what it must be.
+#define SEGOPS_T(v) std::remove_cvref_t<decltype(v)>
+#define SEGOPS_CHECK_VIEW(OP, ARG, V, EXEC, TRAIT, MINR, MAXR, WHAT)                       \
+  static_assert(::segops::impl::TRAIT<V, EXEC, MINR, MAXR>,                              \
+                "segops::" OP ": argument '" ARG "' must be " WHAT                       \
+                " Kokkos::View of float or double whose memory space is accessible from " \
+                "the execution space")
+#define SEGOPS_CHECK_IN(OP, ARG, EXEC, MINR, MAXR, WHAT) \
+  SEGOPS_CHECK_VIEW(OP, #ARG, SEGOPS_T(ARG), SEGOPS_T(EXEC), is_data_view_v, MINR, MAXR, WHAT)
+#define SEGOPS_CHECK_OUT(OP, ARG, EXEC, MINR, MAXR, WHAT)                                \
+  SEGOPS_CHECK_VIEW(OP, #ARG, SEGOPS_T(ARG), SEGOPS_T(EXEC), is_output_view_v, MINR, MAXR, \
+                    "a non-const " WHAT)
+#define SEGOPS_CHECK_SAME_RANK(OP, A, B)                                                  \
+  static_assert(int(SEGOPS_T(A)::rank()) == int(SEGOPS_T(B)::rank()),                    \
+                "segops::" OP ": arguments '" #A "' and '" #B "' must have the same rank " \
+                "(both rank-1 or both rank-2)")
+
+// ---- host-side checks, run before any kernel is enqueued ----
+
+[[noreturn]] inline void fail(const char* op, const char* arg, const std::string& what,
+                              index_t expected, index_t actual) {
+  std::ostringstream os;
+  os << "segops::" << op << ": argument '" << arg << "': " << what << ": expected " << expected
+     << ", got " << actual;
+  throw Error(os.str());
+}
+
+inline void check_extent(const char* op, const char* arg, const char* what, index_t expected,
+                         index_t actual) {
+  if (expected != actual) fail(op, arg, what, expected, actual);
+}
+
+template <class V>
+index_t width_of(const V& v) {
+  if constexpr (V::rank() >= 2) return static_cast<index_t>(v.extent(1));
+  else return 1;
+}
+
+/// Throws when the memory spans of an output and an input overlap (they must not alias).
+template <class O, class I>
+void check_no_alias(const char* op, const char* out_name, const O& out, const char* in_name,
+                    const I& in) {
+  if (out.span() == 0 || in.span() == 0) return;
+  auto ob = reinterpret_cast<std::uintptr_t>(out.data());
+  auto oe = ob + out.span() * sizeof(typename O::value_type);
+  auto ib = reinterpret_cast<std::uintptr_t>(in.data());
+  auto ie = ib + in.span() * sizeof(typename I::value_type);
+  if (ob < ie && ib < oe) {
+    std::ostringstream os;
+    os << "segops::" << op << ": output '" << out_name << "' aliases input '" << in_name
+       << "' (their memory overlaps); pass a separate output";
+    throw Error(os.str());
+  }
+}
+
+}  // namespace segops::impl
+
+namespace segops::impl {
+
+template <class Seg, class V>
+void check_elements(const char* op, const char* arg, const Seg& seg, const V& v) {
+  check_extent(op, arg, "extent(0) must be the number of elements N", seg.num_elements(),
+               static_cast<index_t>(v.extent(0)));
+}
+template <class Seg, class V>
+void check_segments(const char* op, const char* arg, const Seg& seg, const V& v) {
+  check_extent(op, arg, "extent(0) must be the number of segments M", seg.num_segments(),
+               static_cast<index_t>(v.extent(0)));
+}
+template <class V>
+void check_width(const char* op, const char* arg, index_t expected, const V& v) {
+  check_extent(op, arg, "extent(1) must be the row width D", expected, width_of(v));
+}
+
+}  // namespace segops::impl
+
+namespace segops::impl {
+
+/// An op's name for error messages and its label for kernels and the Kokkos Tools region.
+struct OpName {
+  const char* name;   // "segmented_sum"
+  const char* label;  // "segops::segmented_sum"
+};
+#define SEGOPS_OP(NAME) \
+  ::segops::impl::OpName { NAME, "segops::" NAME }
+
+}  // namespace segops::impl
+
+namespace segops::impl {
+
+/// The memory an argument covers, for aliasing checks.
+struct Span {
+  const char* name;
+  std::uintptr_t begin, end;
+};
+template <class V>
+Span span_of(const char* name, const V& v) {
+  const auto b = reinterpret_cast<std::uintptr_t>(v.data());
+  return {name, b, b + v.span() * sizeof(typename V::value_type)};
+}
+
+/// Throws if an output overlaps an input or another output.
+inline void check_disjoint(const char* op, std::initializer_list<Span> outs,
+                           std::initializer_list<Span> ins) {
+  auto overlap = [](const Span& a, const Span& b) {
+    return a.begin < a.end && b.begin < b.end && a.begin < b.end && b.begin < a.end;
+  };
+  for (auto o = outs.begin(); o != outs.end(); ++o) {
+    for (const auto& i : ins)
+      if (overlap(*o, i))
+        throw Error(std::string("segops::") + op + ": output '" + o->name + "' aliases input '" +
+                    i.name + "' (their memory overlaps); pass a separate output");
+    for (auto p = outs.begin(); p != o; ++p)
+      if (overlap(*o, *p))
+        throw Error(std::string("segops::") + op + ": outputs '" + p->name + "' and '" + o->name +
+                    "' overlap; pass separate outputs");
+  }
+}
+
+/// Runtime extent checks of one op call against the descriptor and the row width d.
+template <class Seg>
+struct Extents {
+  const char* op;
+  const Seg& seg;
+  index_t d;
+  template <class V>  // (N[, d])
+  const Extents& rows(const char* arg, const V& v) const {
+    check_elements(op, arg, seg, v);
+    check_width(op, arg, d, v);
+    return *this;
+  }
+  template <class V>  // (M[, d])
+  const Extents& segment_rows(const char* arg, const V& v) const {
+    check_segments(op, arg, seg, v);
+    check_width(op, arg, d, v);
+    return *this;
+  }
+  template <class V>  // (M)
+  const Extents& segment_scalars(const char* arg, const V& v) const {
+    check_segments(op, arg, seg, v);
+    return *this;
+  }
+};
+
+}  // namespace segops::impl
+
+#define SEGOPS_ELEM_IN(OP, ARG) SEGOPS_CHECK_IN(OP, ARG, exec, 1, 2, "a rank-1 or rank-2")
+#define SEGOPS_ELEM_OUT(OP, ARG) SEGOPS_CHECK_OUT(OP, ARG, exec, 1, 2, "rank-1 or rank-2")
+#define SEGOPS_SCALAR_IN(OP, ARG) SEGOPS_CHECK_IN(OP, ARG, exec, 1, 1, "a rank-1 (per-segment)")
+#define SEGOPS_SCALAR_OUT(OP, ARG) SEGOPS_CHECK_OUT(OP, ARG, exec, 1, 1, "rank-1 (per-segment)")
+#define SEGOPS_SPAN(ARG) ::segops::impl::span_of(#ARG, ARG)
+
+/// Element inputs of one call share one value type, and so do per-segment inputs.
+#define SEGOPS_SAME_TYPE(OP, A, B)                                                      \
+  static_assert(std::is_same_v<typename SEGOPS_T(A)::non_const_value_type,            \
+                               typename SEGOPS_T(B)::non_const_value_type>,           \
+                "segops::" OP ": arguments '" #A "' and '" #B "' must have the same " \
+                "value type")

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: Apache-2.0
+// SegOps: the segment descriptor, built once per element->segment map and reused by every op.
+#pragma once
+
+#include <Kokkos_Core.hpp>
+
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <type_traits>
+
+#include <segops/error.hpp>
+#include <segops/impl/segments_build.hpp>
+#include <segops/impl/views.hpp>
+
+namespace segops {
+
+/// Options of a Segments descriptor (C++20 designated initialisers read well:
+/// `Segments seg(idx, M, {.deterministic = true})`).
+struct SegmentsOptions {
+  /// Skip the range check. Out-of-range ids are then dropped by every op (reductions ignore them,
+  /// per-element outputs get 0) instead of making construction throw.
+  bool trusted = false;
+  /// For unsorted ids, build a stable permutation so every reduction runs in a fixed order without
+  /// floating-point atomics (bitwise reproducible, independent of the thread count).
+  bool deterministic = false;
+  /// Number of partial-result slots (in doubles) kept for reductions that cross tile boundaries;
+  /// 0 picks the backend default. Bigger means smaller tiles (more parallelism) for wide rows.
+  std::int64_t carry_capacity = 0;
+};
+
+/// Describes one element->segment map: idx(i) in [0, M) is the segment of element i.
+///
+/// Building it is the only SegOps step that synchronises with the host. It checks the ids on the
+/// device in one pass (unless trusted), detects sortedness, and precomputes counts(M), offsets(M+1)
+/// (64-bit) and, for unsorted ids with the deterministic option, a stable permutation. The ids view
+/// is kept by reference (Kokkos reference counting); do not modify it while the descriptor is used.
+///
+/// \tparam IdT int32_t or int64_t.  \tparam ExecSpace where the ops run.
+/// \throws segops::Error if M < 0, or (checked mode) naming the first out-of-range position and id.
+/// Complexity: O(N) work, O(N log N) for the deterministic permutation of unsorted ids.
+template <class IdT, class ExecSpace = Kokkos::DefaultExecutionSpace>
+class Segments {
+  static_assert(std::is_same_v<IdT, std::int32_t> || std::is_same_v<IdT, std::int64_t>,
+                "segops::Segments: segment ids must be int32_t or int64_t");
+
+ public:
+  using execution_space = ExecSpace;
+  using memory_space = typename ExecSpace::memory_space;
+  using id_type = IdT;
+  using index_type = std::int64_t;
+  using ids_view = Kokkos::View<const IdT*, Kokkos::LayoutStride, memory_space>;
+  using index_view = Kokkos::View<index_type*, memory_space>;
+
+  template <class IdView>
+  Segments(const ExecSpace& exec, const IdView& idx, index_type num_segments,
+           SegmentsOptions opt = {})
+      : m_(num_segments), opt_(opt) {
+    static_assert(Kokkos::is_view_v<IdView> && IdView::rank() == 1 &&
+                      std::is_same_v<typename IdView::non_const_value_type, IdT>,
+                  "segops::Segments: 'idx' must be a rank-1 Kokkos::View of the descriptor's id type");
+    static_assert(Kokkos::SpaceAccessibility<ExecSpace, typename IdView::memory_space>::accessible,
+                  "segops::Segments: 'idx' must be accessible from the execution space");
+    if (num_segments < 0)
+      impl::fail("Segments", "M", "number of segments must be >= 0", 0, num_segments);
+    ids_ = ids_view(idx);
+    build(exec);
+  }
+  template <class IdView>
+  Segments(const IdView& idx, index_type num_segments, SegmentsOptions opt = {})
+      : Segments(ExecSpace(), idx, num_segments, opt) {}
+
+  index_type num_elements() const { return n_; }
+  index_type num_segments() const { return m_; }
+  /// Number of elements with an in-range id (N minus the dropped ones; N in checked mode).
+  index_type num_valid() const { return n_valid_; }
+  bool sorted() const { return sorted_; }
+  bool trusted() const { return opt_.trusted; }
+  /// True when reductions run in a fixed order (sorted ids, or the permutation was built).
+  bool deterministic() const { return sorted_ || perm_.extent(0) > 0 || n_valid_ == 0; }
+  /// Largest segment size (a cheap statistic for picking kernels).
+  index_type max_count() const { return max_count_; }
+
+  ids_view ids() const { return ids_; }
+  Kokkos::View<const index_type*, memory_space> counts() const { return counts_; }
+  /// offsets(s) = first position of segment s in sorted order; offsets(M) = num_valid().
+  Kokkos::View<const index_type*, memory_space> offsets() const { return offsets_; }
+  /// Element at sorted position j (only for unsorted ids with the deterministic option).
+  Kokkos::View<const index_type*, memory_space> permutation() const { return perm_; }
+
+  /// Scratch for reductions (internal): partial results of segments that cross tiles.
+  Kokkos::View<double*, memory_space> carry() const { return carry_; }
+  Kokkos::View<index_type*, memory_space> carry_index() const { return carry_idx_; }
+
+ private:
+  void build(const ExecSpace& exec) {
+    using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_type>>;
+    n_ = static_cast<index_type>(ids_.extent(0));
+    Kokkos::Profiling::ScopedRegion region("segops::Segments");
+
+    using Scan = impl::ScanIds<ids_view>;
+    typename Scan::value_type scan{std::numeric_limits<index_type>::max(), 0, 0};
+    if (n_ > 0)
+      Kokkos::parallel_reduce("segops::Segments::scan_ids", range(exec, 0, n_), Scan{ids_, m_},
+                              scan);
+    if (scan.n_bad > 0 && !opt_.trusted) {
+      IdT bad = 0;
+      Kokkos::deep_copy(exec, Kokkos::View<IdT, Kokkos::HostSpace>(&bad),
+                        Kokkos::subview(ids_, scan.first_bad));
+      exec.fence();
+      std::ostringstream os;
+      os << "segops::Segments: argument 'idx': id at position " << scan.first_bad << " is " << bad
+         << ", outside [0, " << m_ << ") (" << scan.n_bad << " out-of-range ids in total)";
+      throw Error(os.str());
+    }
+    n_valid_ = n_ - scan.n_bad;
+    sorted_ = scan.n_bad == 0 && scan.n_descents == 0;
+
+    counts_ = index_view("segops::Segments::counts", m_);
+    offsets_ = index_view("segops::Segments::offsets", m_ + 1);
+    if (sorted_) {
+      Kokkos::parallel_for("segops::Segments::sorted_offsets", range(exec, 0, m_ + 1),
+                           impl::SortedOffsets<ids_view, index_view>{ids_, offsets_, n_});
+      Kokkos::parallel_for("segops::Segments::counts", range(exec, 0, m_),
+                           impl::CountsFromOffsets<index_view, index_view>{offsets_, counts_});
+    } else {
+      Kokkos::parallel_for("segops::Segments::counts", range(exec, 0, n_),
+                           impl::CountIds<ids_view, index_view>{ids_, counts_, m_});
+      Kokkos::parallel_scan("segops::Segments::offsets", range(exec, 0, m_ + 1),
+                            impl::ExclusiveScan<index_view, index_view>{counts_, offsets_, m_});
+      if (opt_.deterministic && n_valid_ > 0) build_permutation(exec);
+    }
+    max_count_ = 0;
+    if (m_ > 0)
+      Kokkos::parallel_reduce("segops::Segments::max_count", range(exec, 0, m_),
+                              impl::MaxCount<index_view>{counts_}, Kokkos::Max<index_type>(max_count_));
+
+    index_type cap = opt_.carry_capacity;
+    if (cap <= 0)
+      cap = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible ? (1 << 16)
+                                                                                : (1 << 20);
+    carry_ = Kokkos::View<double*, memory_space>("segops::Segments::carry", cap);
+    carry_idx_ = index_view("segops::Segments::carry_index", cap);
+    exec.fence("segops::Segments: descriptor ready");
+  }
+
+  void build_permutation(const ExecSpace& exec) {
+    using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_type>>;
+    if (n_ > 0 && m_ + 1 > std::numeric_limits<index_type>::max() / n_)
+      impl::fail("Segments", "idx",
+                 "number of elements too large for the deterministic option with this M "
+                 "((M + 1) * N must fit in int64); largest allowed",
+                 std::numeric_limits<index_type>::max() / (m_ + 1), n_);
+    perm_ = index_view("segops::Segments::permutation", n_);
+    Kokkos::parallel_for("segops::Segments::perm_keys", range(exec, 0, n_),
+                         impl::PermKeys<ids_view, index_view>{ids_, perm_, n_, m_});
+    Kokkos::sort(exec, perm_);
+    Kokkos::parallel_for("segops::Segments::perm", range(exec, 0, n_),
+                         impl::KeysToPerm<index_view>{perm_, n_});
+  }
+
+  ids_view ids_;
+  index_type n_ = 0, m_ = 0, n_valid_ = 0, max_count_ = 0;
+  SegmentsOptions opt_;
+  bool sorted_ = true;
+  index_view counts_, offsets_, perm_;
+  Kokkos::View<double*, memory_space> carry_;
+  index_view carry_idx_;
+};
+
+template <class T>
+inline constexpr bool is_segments_v = false;
+template <class IdT, class ExecSpace>
+inline constexpr bool is_segments_v<Segments<IdT, ExecSpace>> = true;
+
+/// Defines NAME(seg, args...) running on a default-constructed instance of the descriptor's space.
+#define SEGOPS_DEFAULT_EXEC_OVERLOAD(NAME)                                \
+  template <class Seg, class... Args>                                      \
+    requires ::segops::is_segments_v<Seg>                                  \
+  void NAME(const Seg& seg, const Args&... args) {                         \
+    NAME(typename Seg::execution_space{}, seg, args...);                   \
+  }
+
+/// Constrains an op's first two parameters to an execution-space instance and a descriptor.
+#define SEGOPS_REQUIRES_EXEC(Exec, Seg) \
+  requires Kokkos::is_execution_space_v<Exec> && ::segops::is_segments_v<Seg>
+#define SEGOPS_CHECK_EXEC(OP, Exec, Seg)                                                     \
+  static_assert(std::is_same_v<Exec, typename Seg::execution_space>, "segops::" OP            \
+                ": the execution space instance must be of the descriptor's execution space")
+
+template <class IdView>
+Segments(const IdView&, std::int64_t, SegmentsOptions = {})
+    -> Segments<typename IdView::non_const_value_type, typename IdView::execution_space>;
+template <class ExecSpace, class IdView>
+  requires Kokkos::is_execution_space_v<ExecSpace>
+Segments(const ExecSpace&, const IdView&, std::int64_t, SegmentsOptions = {})
+    -> Segments<typename IdView::non_const_value_type, ExecSpace>;
+
+}  // namespace segops
