@@ -23,6 +23,15 @@ struct RowMap {
   KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
     for (index_t d = 0; d < x.d; ++d) f(d, static_cast<Acc>(x(e, d)));
   }
+  template <int W, class F>  // x.d == W known at compile time: unrolled, accumulators in registers
+  KOKKOS_FUNCTION void fixed(index_t e, F&& f) const {
+    for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x(e, d)));
+  }
+  KOKKOS_FUNCTION bool contiguous() const { return x.d == 1 && x.s0 == 1; }
+  KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
+    const T* p = x.ptr + b;
+    return flat_sum8<Acc>(e - b, [p](index_t q) { return static_cast<Acc>(p[q]); });
+  }
 };
 
 /// One accumulator: the sum of the element's components.
@@ -34,6 +43,11 @@ struct RowSumMap {
     Acc a = 0;
     for (index_t d = 0; d < x.d; ++d) a += static_cast<Acc>(x(e, d));
     f(0, a);
+  }
+  KOKKOS_FUNCTION bool contiguous() const { return x.s0 == x.d && (x.d == 1 || x.s1 == 1); }
+  KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
+    const T* p = x.ptr + b * x.d;
+    return flat_sum8<Acc>((e - b) * x.d, [p](index_t q) { return static_cast<Acc>(p[q]); });
   }
 };
 

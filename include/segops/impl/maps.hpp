@@ -5,9 +5,16 @@
 
 #include <Kokkos_Core.hpp>
 
+#include <segops/impl/segmented_reduce.hpp>
 #include <segops/impl/views.hpp>
 
 namespace segops::impl {
+
+/// Rows stored back to back (row-major, no padding): the element range is one flat array.
+template <class T>
+KOKKOS_FUNCTION bool packed(const Mat<T>& m) {
+  return m.s0 == m.d && (m.d == 1 || m.s1 == 1);
+}
 
 template <class Acc, class A, class B>
 KOKKOS_FUNCTION Acc row_dot(const Mat<const A>& a, const Mat<const B>& b, index_t e) {
@@ -24,6 +31,14 @@ struct DotMap {
   template <class F>
   KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
     f(0, row_dot<Acc>(a, b, e));
+  }
+  KOKKOS_FUNCTION bool contiguous() const { return packed(a) && packed(b); }
+  KOKKOS_FUNCTION Acc flat_sum(index_t lo, index_t hi) const {
+    const A* p = a.ptr + lo * a.d;
+    const B* q = b.ptr + lo * b.d;
+    return flat_sum8<Acc>((hi - lo) * a.d, [p, q](index_t k) {
+      return static_cast<Acc>(p[k]) * static_cast<Acc>(q[k]);
+    });
   }
 };
 

@@ -4,7 +4,9 @@
 //  - sorted ids: fixed-size tiles over positions, atomic-free; a segment that crosses tiles is
 //    combined from per-tile partials in tile order (deterministic, independent of thread count);
 //  - unsorted ids with the deterministic option: the same tiles over the stable permutation;
-//  - unsorted ids otherwise: one pass over elements with atomics (plain adds on Serial).
+//  - unsorted ids otherwise: on host backends, a few partitions that each own a range of segment
+//    ids and scan all elements (atomic-free, still in element order); on GPUs, one pass over the
+//    elements with atomics.
 #pragma once
 
 #include <Kokkos_Core.hpp>
@@ -106,6 +108,32 @@ struct ElementReduce {
   KOKKOS_FUNCTION void operator()(FinalizeTag, index_t s) const { r.finalize(s); }
 };
 
+/// Host backends, unsorted ids: partition q owns the segment ids [m q / P, m (q + 1) / P) and scans
+/// every element, adding those it owns with plain adds. No atomics (a locked add stalls the core on
+/// every cache miss of a random scatter), and each segment is summed in element order whatever P is.
+template <class R, class Ids>
+struct OwnerReduce {
+  R r;
+  Ids ids;
+  index_t n, m, parts;
+  KOKKOS_FUNCTION void operator()(index_t q) const {
+    const index_t lo = m * q / parts, hi = m * (q + 1) / parts;
+    for (index_t s = lo; s < hi; ++s) r.init(OutSlot{s});
+    for (index_t i = 0; i < n; ++i) {
+      const index_t s = static_cast<index_t>(ids(i));
+      if (s >= lo && s < hi) r.template accumulate<false>(s, i);
+    }
+    if constexpr (R::has_arg_pass) {
+      if (r.wants_arg())
+        for (index_t i = 0; i < n; ++i) {
+          const index_t s = static_cast<index_t>(ids(i));
+          if (s >= lo && s < hi) r.template arg_pass<false>(s, i);
+        }
+    }
+    for (index_t s = lo; s < hi; ++s) r.finalize(s);
+  }
+};
+
 /// Runs reducer `r` over `seg`. R provides width(), reduce(slot, elem, b, e), join(OutSlot,
 /// CarrySlot), finalize(s), init(OutSlot), accumulate<Atomic>(s, i), has_finalize, and, where the
 /// atomic schedule needs a second pass over the elements (arg of a max), has_arg_pass with
@@ -133,6 +161,15 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
     else run(PermElem<typename Seg::memory_space>{seg.permutation()});
     return;
   }
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+    const index_t parts = Kokkos::min<index_t>(8, Kokkos::max<index_t>(1, exec.concurrency()));
+    Kokkos::parallel_for(
+        label,
+        Kokkos::RangePolicy<Exec, Kokkos::Schedule<Kokkos::Static>, Kokkos::IndexType<index_t>>(
+            exec, 0, parts),
+        OwnerReduce<R, typename Seg::ids_view>{r, seg.ids(), seg.num_elements(), m, parts});
+    return;
+  }
   using F = ElementReduce<R, typename Seg::ids_view, concurrent_v<Exec>>;
   F f{r, seg.ids(), m};
   using Init = Kokkos::RangePolicy<Exec, typename F::InitTag, Kokkos::IndexType<index_t>>;
@@ -150,6 +187,17 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
 
 /// Map concept: width() accumulators; map(e, f) calls f(w, value) for each contribution of element
 /// e. Out concept: out(s, w) -> acc&. Fin concept: has_finalize; fin(s, out, width).
+/// Sum of f(q) for q in [0, n) with eight interleaved partial sums (vectorisable, fixed order).
+template <class Acc, class F>
+KOKKOS_FUNCTION Acc flat_sum8(index_t n, const F& f) {
+  Acc a[8] = {};
+  index_t q = 0;
+  for (; q + 8 <= n; q += 8)
+    for (int j = 0; j < 8; ++j) a[j] += f(q + j);
+  for (; q < n; ++q) a[0] += f(q);
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
 struct NoFinalize {
   static constexpr bool has_finalize = false;
   template <class Out>
@@ -171,8 +219,18 @@ struct SumReducer {
   KOKKOS_FUNCTION Acc& ref(OutSlot d, index_t k) const { return out(d.s, k); }
   KOKKOS_FUNCTION Acc& ref(CarrySlot d, index_t k) const { return carry[d.t * w + k]; }
 
+  /// Reduces positions [b, e) into slot d. Widths 1 to 4 keep their accumulators in registers
+  /// (width 1 with four interleaved partial sums, for instruction-level parallelism); the order of
+  /// additions depends only on b and e, so results stay reproducible.
   template <class Slot, class Elem>
   KOKKOS_FUNCTION void reduce(Slot d, const Elem& elem, index_t b, index_t e) const {
+    switch (w) {
+      case 1: return reduce_scalar(d, elem, b, e);
+      case 2: return reduce_fixed<2>(d, elem, b, e);
+      case 3: return reduce_fixed<3>(d, elem, b, e);
+      case 4: return reduce_fixed<4>(d, elem, b, e);
+      default: break;
+    }
     if (w <= kLocal) {
       Acc a[kLocal] = {};
       for (index_t p = b; p < e; ++p) map(elem(p), [&](index_t k, Acc v) { a[k] += v; });
@@ -181,6 +239,36 @@ struct SumReducer {
       for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
       for (index_t p = b; p < e; ++p) map(elem(p), [&](index_t k, Acc v) { ref(d, k) += v; });
     }
+  }
+  template <class Slot, class Elem>
+  KOKKOS_FUNCTION void reduce_scalar(Slot d, const Elem& elem, index_t b, index_t e) const {
+    if constexpr (std::is_same_v<Elem, IdentityElem> && requires { map.contiguous(); }) {
+      if (map.contiguous()) {  // sorted positions over packed rows: one flat vectorisable loop
+        ref(d, 0) = map.flat_sum(b, e);
+        return;
+      }
+    }
+    Acc a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    index_t p = b;
+    for (; p + 4 <= e; p += 4) {
+      map(elem(p), [&](index_t, Acc v) { a0 += v; });
+      map(elem(p + 1), [&](index_t, Acc v) { a1 += v; });
+      map(elem(p + 2), [&](index_t, Acc v) { a2 += v; });
+      map(elem(p + 3), [&](index_t, Acc v) { a3 += v; });
+    }
+    for (; p < e; ++p) map(elem(p), [&](index_t, Acc v) { a0 += v; });
+    ref(d, 0) = (a0 + a1) + (a2 + a3);
+  }
+  template <int W, class Slot, class Elem>
+  KOKKOS_FUNCTION void reduce_fixed(Slot d, const Elem& elem, index_t b, index_t e) const {
+    Acc a[W] = {};
+    for (index_t p = b; p < e; ++p) {
+      if constexpr (requires { map.template fixed<W>(p, [](index_t, Acc) {}); })
+        map.template fixed<W>(elem(p), [&](index_t k, Acc v) { a[k] += v; });
+      else
+        map(elem(p), [&](index_t k, Acc v) { a[k] += v; });
+    }
+    for (int k = 0; k < W; ++k) ref(d, k) = a[k];
   }
   KOKKOS_FUNCTION void join(OutSlot d, CarrySlot c) const {
     for (index_t k = 0; k < w; ++k) ref(d, k) += ref(c, k);

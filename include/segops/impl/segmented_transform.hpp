@@ -64,6 +64,10 @@ struct GatherRows {
       return;
     }
     if constexpr (Scale::identity) {
+      if (o.d == 1) {
+        o(i, 0) = static_cast<T>(v(s, 0));
+        return;
+      }
       for (index_t d = 0; d < o.d; ++d) o(i, d) = static_cast<T>(v(s, d));
     } else {
       const T c = static_cast<T>(scale(s));
