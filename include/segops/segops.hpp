@@ -5,6 +5,7 @@
 #include <segops/bilinear.hpp>
 #include <segops/broadcast.hpp>
 #include <segops/extrema.hpp>
+#include <segops/graph.hpp>
 #include <segops/matvec.hpp>
 #include <segops/norms.hpp>
 #include <segops/error.hpp>
