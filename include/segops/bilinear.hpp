@@ -224,7 +224,8 @@ SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_add(const Exec& exec, const Seg& seg, const X& x, const B& b, const O& o) {
   SEGOPS_OP_CHECKS("segmented_add", (x), (), (), (o));
   SEGOPS_CHECK_IN("segmented_add", b, exec, 1, SEGOPS_T(x)::rank(), "a per-segment (M) or (M, D)");
-  add_checks(op, seg, x, b, o, "b");
+  check_add_operand(op, seg, x, b, "b");
+  check_disjoint(op.name, {SEGOPS_SPAN(o)}, {SEGOPS_SPAN(b)});
   segmented_transform(exec, seg, AddRow<value_t<O>, T, value_t<B>>{wr(o), rd(x), segment_row(b, width_of(x))}, op.label);
 }
 /// gx_i = g_i; gb_s = sum_i g_i (rows), or sum_i sum_d g_id for a scalar b (gb of rank 1).
@@ -233,8 +234,8 @@ SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_add_backward(const Exec& exec, const Seg& seg, const G& g, const GX& gx, const GB& gb) {
   SEGOPS_OP_CHECKS("segmented_add_backward", (g), (), (), (gx));
   SEGOPS_CHECK_OUT("segmented_add_backward", gb, exec, 1, SEGOPS_T(g)::rank(), "per-segment (M) or (M, D)");
-  add_checks(op, seg, g, gb, gx, "gb");
-  check_disjoint(op.name, {SEGOPS_SPAN(gb), SEGOPS_SPAN(gx)}, {SEGOPS_SPAN(g)});
+  check_add_operand(op, seg, g, gb, "gb");
+  check_disjoint(op.name, {SEGOPS_SPAN(gx), SEGOPS_SPAN(gb)}, {SEGOPS_SPAN(g)});
   segmented_transform(exec, seg, Combinations{combination<value_t<GX>, T, T>(wr(gx), term<T, T>(rd(g), 1.0))}, op.label);
   if constexpr (GB::rank() == G::rank()) reduce_rows(exec, seg, rd(g), wr(gb), op.label);
   else reduce_row_sums(exec, seg, rd(g), wr(gb), op.label);
@@ -245,7 +246,8 @@ SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_add_double_backward(const Exec& exec, const Seg& seg, const U& u, const W& w, const GG& gg) {
   SEGOPS_OP_CHECKS("segmented_add_double_backward", (u), (), (), (gg));
   SEGOPS_CHECK_IN("segmented_add_double_backward", w, exec, 1, SEGOPS_T(u)::rank(), "a per-segment (M) or (M, D)");
-  add_checks(op, seg, u, w, gg, "w");
+  check_add_operand(op, seg, u, w, "w");
+  check_disjoint(op.name, {SEGOPS_SPAN(gg)}, {SEGOPS_SPAN(w)});
   segmented_transform(exec, seg, AddRow<value_t<GG>, T, value_t<W>>{wr(gg), rd(u), segment_row(w, width_of(u))}, op.label);
 }
 

@@ -34,7 +34,7 @@ void extremum(const Exec& exec, const Seg& seg, const X& x, const Out& out, Mat<
     SEGOPS_OP_CHECKS("segmented_" #NAME, (x), (), (), ());                                      \
     SEGOPS_ELEM_OUT("segmented_" #NAME, out);                                                   \
     SEGOPS_CHECK_SAME_RANK("segmented_" #NAME, out, x);                                         \
-    SEGOPS_CHECK_ARG("segmented_" #NAME, arg, SEGOPS_T(x)::rank());                             \
+    SEGOPS_CHECK_ARG_OUT("segmented_" #NAME, arg, SEGOPS_T(x)::rank());                         \
     check_segments(op.name, "arg", seg, arg);                                                   \
     check_width(op.name, "arg", width_of(x), arg);                                              \
     check_disjoint(op.name, {SEGOPS_SPAN(out), SEGOPS_SPAN(arg)}, {SEGOPS_SPAN(x)});            \
@@ -54,13 +54,19 @@ void extremum(const Exec& exec, const Seg& seg, const X& x, const Out& out, Mat<
   SEGOPS_REQUIRES_EXEC(Exec, Seg)                                                               \
   void segmented_##NAME##_backward(const Exec& exec, const Seg& seg, const Arg& arg, const G& g, \
                                    const GX& gx) {                                              \
-    SEGOPS_OP_CHECKS("segmented_" #NAME "_backward", (gx), (), (), ());                         \
+    SEGOPS_CHECK_EXEC("segmented_" #NAME "_backward", Exec, Seg);                               \
     SEGOPS_ELEM_IN("segmented_" #NAME "_backward", g);                                          \
+    SEGOPS_ELEM_OUT("segmented_" #NAME "_backward", gx);                                        \
+    SEGOPS_OP_BEGIN("segmented_" #NAME "_backward", g);                                         \
     SEGOPS_CHECK_SAME_RANK("segmented_" #NAME "_backward", g, gx);                              \
     SEGOPS_CHECK_ARG("segmented_" #NAME "_backward", arg, SEGOPS_T(gx)::rank());                \
-    Extents<Seg>{op.name, seg, width_of(gx)}.segment_rows("arg", arg).segment_rows("g", g);     \
+    check_segments(op.name, "g", seg, g);                                                       \
+    check_elements(op.name, "gx", seg, gx);                                                     \
+    check_width(op.name, "gx", width_of(g), gx);                                                \
+    check_segments(op.name, "arg", seg, arg);                                                   \
+    check_width(op.name, "arg", width_of(g), arg);                                              \
     check_disjoint(op.name, {SEGOPS_SPAN(gx)}, {SEGOPS_SPAN(arg), SEGOPS_SPAN(g)});             \
-    segmented_transform(exec, seg, ArgScatter<T, value_t<G>, value_t<Arg>>{wr(gx), rd(g), rd(arg)}, \
+    segmented_transform(exec, seg, ArgScatter<value_t<GX>, T, value_t<Arg>>{wr(gx), rd(g), rd(arg)}, \
                         op.label);                                                              \
   }                                                                                             \
   /** u: cotangent of gx. gg(s, d) = u(arg(s, d), d), 0 for an empty segment. */                \

@@ -23,7 +23,7 @@
     SEGOPS_OP_CHECKS("segmented_" #NAME, (x), (), (), ());                                      \
     SEGOPS_ELEM_OUT("segmented_" #NAME, o);                                                     \
     check_elements(op.name, "o", seg, o);                                                       \
-    check_matrices(op, "A", seg, a, width_of(o), width_of(x), TR);                              \
+    check_matrices(op, "a", seg, a, width_of(o), width_of(x), TR);                              \
     check_disjoint(op.name, {SEGOPS_SPAN(o)}, {SEGOPS_SPAN(x), SEGOPS_SPAN(a)});                \
     auto A_ = TR ? transposed(rd3(a)) : rd3(a);                                                 \
     segmented_transform(exec, seg, MatVec<value_t<O>, T, value_t<A>, false>{wr(o), A_, A_, rd(x), rd(x)}, \
@@ -40,8 +40,8 @@
     SEGOPS_ELEM_IN("segmented_" #NAME "_backward", g);                                          \
     SEGOPS_SAME_TYPE("segmented_" #NAME "_backward", g, x);                                     \
     check_elements(op.name, "g", seg, g);                                                       \
-    check_matrices(op, "A", seg, a, width_of(g), width_of(x), TR);                              \
-    check_matrices(op, "gA", seg, ga, width_of(g), width_of(x), TR);                            \
+    check_matrices(op, "a", seg, a, width_of(g), width_of(x), TR);                              \
+    check_matrices(op, "ga", seg, ga, width_of(g), width_of(x), TR);                            \
     check_disjoint(op.name, {SEGOPS_SPAN(gx), SEGOPS_SPAN(ga)},                                 \
                    {SEGOPS_SPAN(x), SEGOPS_SPAN(a), SEGOPS_SPAN(g)});                           \
     auto At = TR ? rd3(a) : transposed(rd3(a));                                                 \
@@ -70,9 +70,9 @@
     check_elements(op.name, "g", seg, g);                                                       \
     check_elements(op.name, "gg", seg, gg);                                                     \
     check_width(op.name, "gg", width_of(g), gg);                                                \
-    check_matrices(op, "A", seg, a, width_of(g), width_of(x), TR);                              \
-    check_matrices(op, "W", seg, w, width_of(g), width_of(x), TR);                              \
-    check_matrices(op, "Ap", seg, ap, width_of(g), width_of(x), TR);                            \
+    check_matrices(op, "a", seg, a, width_of(g), width_of(x), TR);                              \
+    check_matrices(op, "w", seg, w, width_of(g), width_of(x), TR);                              \
+    check_matrices(op, "ap", seg, ap, width_of(g), width_of(x), TR);                            \
     check_disjoint(op.name, {SEGOPS_SPAN(gg), SEGOPS_SPAN(xp), SEGOPS_SPAN(ap)},                \
                    {SEGOPS_SPAN(x), SEGOPS_SPAN(a), SEGOPS_SPAN(g), SEGOPS_SPAN(u), SEGOPS_SPAN(w)}); \
     using SA = value_t<A>;                                                                      \

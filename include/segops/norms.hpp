@@ -15,6 +15,10 @@
                     SEGOPS_T(ARG)::rank() == RANK,                                          \
                 "segops::" OP ": argument '" #ARG "' must be a Kokkos::View of int32_t or " \
                 "int64_t of the per-segment output's shape, accessible from the execution space")
+#define SEGOPS_CHECK_ARG_OUT(OP, ARG, RANK) \
+  SEGOPS_CHECK_ARG(OP, ARG, RANK);         \
+  static_assert(!std::is_const_v<typename SEGOPS_T(ARG)::value_type>, \
+                "segops::" OP ": output '" #ARG "' must not be a const View")
 
 namespace segops {
 
@@ -60,7 +64,7 @@ SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_max_norm(const Exec& exec, const Seg& seg, const X& x, const Out& out,
                         const Arg& argmax) {
   SEGOPS_OP_CHECKS("segmented_max_norm", (x), (), (out), ());
-  SEGOPS_CHECK_ARG("segmented_max_norm", argmax, 1);
+  SEGOPS_CHECK_ARG_OUT("segmented_max_norm", argmax, 1);
   check_segments(op.name, "argmax", seg, argmax);
   check_disjoint(op.name, {SEGOPS_SPAN(argmax), SEGOPS_SPAN(out)}, {SEGOPS_SPAN(x)});
   reduce_maxloc<true, true>(exec, seg, RowNorm<value_t<Out>, T>{rd(x)}, wr(out), wr(argmax), 1,

@@ -60,10 +60,14 @@ class Segments {
     static_assert(Kokkos::is_view_v<IdView> && IdView::rank() == 1 &&
                       std::is_same_v<typename IdView::non_const_value_type, IdT>,
                   "segops::Segments: 'idx' must be a rank-1 Kokkos::View of the descriptor's id type");
-    static_assert(Kokkos::SpaceAccessibility<ExecSpace, typename IdView::memory_space>::accessible,
-                  "segops::Segments: 'idx' must be accessible from the execution space");
+    static_assert(std::is_constructible_v<ids_view, IdView>,
+                  "segops::Segments: 'idx' must live in the execution space's memory space (any "
+                  "layout of rank 1; copy it there first)");
     if (num_segments < 0)
       impl::fail("Segments", "M", "number of segments must be >= 0", 0, num_segments);
+    if (num_segments > (index_type(1) << 46))
+      impl::fail("Segments", "M", "number of segments is beyond any addressable size; at most",
+                 index_type(1) << 46, num_segments);
     ids_ = ids_view(idx);
     build(exec);
   }
@@ -89,6 +93,8 @@ class Segments {
   /// Element at sorted position j (only for unsorted ids with the deterministic option).
   Kokkos::View<const index_type*, memory_space> permutation() const { return perm_; }
 
+  /// First segment starting at or after each multiple of the tile quantum (internal).
+  Kokkos::View<const index_type*, memory_space> tile_first() const { return tile_first_; }
   /// Scratch for reductions (internal): partial results of segments that cross tiles.
   Kokkos::View<double*, memory_space> carry() const { return carry_; }
   Kokkos::View<index_type*, memory_space> carry_index() const { return carry_idx_; }
@@ -131,6 +137,10 @@ class Segments {
                             impl::ExclusiveScan<index_view, index_view>{counts_, offsets_, m_});
       if (opt_.deterministic && n_valid_ > 0) build_permutation(exec);
     }
+    const index_type quanta = (n_valid_ + impl::kTileQuantum - 1) / impl::kTileQuantum;
+    tile_first_ = index_view("segops::Segments::tile_first", quanta + 1);
+    Kokkos::parallel_for("segops::Segments::tile_first", range(exec, 0, quanta + 1),
+                         impl::TileFirstSegments<index_view, index_view>{offsets_, tile_first_, m_});
     max_count_ = 0;
     if (m_ > 0)
       Kokkos::parallel_reduce("segops::Segments::max_count", range(exec, 0, m_),
@@ -164,7 +174,7 @@ class Segments {
   index_type n_ = 0, m_ = 0, n_valid_ = 0, max_count_ = 0;
   SegmentsOptions opt_;
   bool sorted_ = true;
-  index_view counts_, offsets_, perm_;
+  index_view counts_, offsets_, perm_, tile_first_;
   Kokkos::View<double*, memory_space> carry_;
   index_view carry_idx_;
 };

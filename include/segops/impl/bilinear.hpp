@@ -140,12 +140,11 @@ Mat<const value_t<V>> segment_row(const V& v, index_t d) {
   return m;
 }
 
-/// add's per-segment operand b (M) or (M, D): extents, and no output aliasing it.
-template <class Seg, class X, class B, class O>
-void add_checks(OpName op, const Seg& seg, const X& x, const B& b, const O& o, const char* bname) {
+/// add's per-segment operand b (M) or (M, D): extents against the descriptor and x's width.
+template <class Seg, class X, class B>
+void check_add_operand(OpName op, const Seg& seg, const X& x, const B& b, const char* bname) {
   check_segments(op.name, bname, seg, b);
   if constexpr (B::rank() == 2) check_width(op.name, bname, width_of(x), b);
-  check_disjoint(op.name, {span_of("output", o)}, {span_of(bname, b)});
 }
 
 }  // namespace segops::impl

@@ -60,17 +60,21 @@ struct first_or<Default, T, Ts...> {
 #define SEGOPS_R_SPAN(C, a) SEGOPS_SPAN(a),
 #define SEGOPS_R_TYPE(C, a) , SEGOPS_T(a)
 
+/// Opens the op: its name and Kokkos Tools region, and T = the value type of view REF.
+#define SEGOPS_OP_BEGIN(NAME, REF)                       \
+  using namespace ::segops::impl;                        \
+  using T = value_t<SEGOPS_T(REF)>;                      \
+  constexpr OpName op = SEGOPS_OP(NAME);                 \
+  Kokkos::Profiling::ScopedRegion segops_region(op.label)
+
 #define SEGOPS_OP_CHECKS(NAME, EIN, SIN, SOUT, EOUT)                                             \
   SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(exec), SEGOPS_T(seg));                                        \
   SEGOPS_PP_EACH(SEGOPS_S_EIN, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EIN)               \
   SEGOPS_PP_EACH(SEGOPS_S_SIN, (NAME, SEGOPS_PP_FIRST SIN), SEGOPS_PP_UNPAREN SIN)                                 \
   SEGOPS_PP_EACH(SEGOPS_S_SOUT, (NAME, _), SEGOPS_PP_UNPAREN SOUT)                               \
   SEGOPS_PP_EACH(SEGOPS_S_EOUT, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EOUT)             \
-  using namespace ::segops::impl;                                                                \
-  using T = value_t<SEGOPS_T(SEGOPS_PP_FIRST EIN)>;                                              \
+  SEGOPS_OP_BEGIN(NAME, SEGOPS_PP_FIRST EIN);                                                    \
   using S = typename first_or<T SEGOPS_PP_EACH(SEGOPS_R_TYPE, _, SEGOPS_PP_UNPAREN SIN)>::type; \
-  constexpr OpName op = SEGOPS_OP(NAME);                                                         \
-  Kokkos::Profiling::ScopedRegion segops_region(op.label);                                       \
   Extents<SEGOPS_T(seg)>{op.name, seg, width_of(SEGOPS_PP_FIRST EIN)} SEGOPS_PP_EACH(            \
       SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EIN)                                                   \
       SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SIN)                                 \

@@ -76,6 +76,9 @@ void count_op(const Exec& exec, const Seg& seg, const Out& out) {
                     Kokkos::SpaceAccessibility<Exec, typename Out::memory_space>::accessible,
                 "segops::segmented_count: argument 'out' must be a non-const rank-1 Kokkos::View "
                 "of int32_t or int64_t accessible from the execution space");
+  static_assert(std::is_same_v<Exec, typename Seg::execution_space>,
+                "segops::segmented_count: the execution space instance must be of the "
+                "descriptor's execution space");
   constexpr OpName op = SEGOPS_OP("segmented_count");
   Kokkos::Profiling::ScopedRegion region(op.label);
   check_segments(op.name, "out", seg, out);

@@ -51,18 +51,13 @@ struct TileReduce {
   struct SweepTag {};
   struct FixupTag {};
   R r;
-  Offsets offsets;
+  Offsets offsets, tile_first;
   Elem elem;
   index_t n, m, tile, ntiles;
 
-  KOKKOS_FUNCTION index_t first_segment_at(index_t pos) const {  // first s with offsets(s) >= pos
-    index_t lo = 0, hi = m;
-    while (lo < hi) {
-      const index_t mid = lo + (hi - lo) / 2;
-      if (offsets(mid) < pos) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+  /// First s with offsets(s) >= pos, for pos a multiple of kTileQuantum.
+  KOKKOS_FUNCTION index_t first_segment_at(index_t pos) const {
+    return tile_first(pos / kTileQuantum);
   }
   KOKKOS_FUNCTION void operator()(SweepTag, index_t t) const {
     const index_t lo = t * tile, hi = Kokkos::min(n, lo + tile);
@@ -141,17 +136,18 @@ struct OwnerReduce {
 template <class Exec, class Seg, class R>
 void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* label) {
   const index_t m = seg.num_segments(), w = r.width();
-  if (seg.deterministic()) {
-    const index_t n = seg.num_valid(), cap = static_cast<index_t>(seg.carry().extent(0));
-    if (w > cap)
-      fail(label, "descriptor", "accumulator width exceeds the descriptor's carry_capacity", cap, w);
-    const index_t min_tile = 1024, slots = cap / w;
-    index_t tile = (n + slots - 1) / slots;
-    if (tile < min_tile) tile = min_tile;
+  const index_t cap = static_cast<index_t>(seg.carry().extent(0));
+  // Rows wider than the carry cannot be tiled; they take the schedule for unsorted ids below.
+  if (seg.deterministic() && w <= cap) {
+    const index_t n = seg.num_valid();
+    // Tiles are the smallest multiple of the quantum whose partials fit the carry: the tiling
+    // depends only on N, w and the capacity, never on the thread count.
+    const index_t slots = cap / w, quantum = kTileQuantum;
+    const index_t tile = Kokkos::max<index_t>(1, ((n + slots - 1) / slots + quantum - 1) / quantum) * quantum;
     const index_t ntiles = n > 0 ? (n + tile - 1) / tile : 1;
     auto run = [&](auto elem) {
       using F = TileReduce<R, decltype(seg.offsets()), decltype(elem)>;
-      F f{r, seg.offsets(), elem, n, m, tile, ntiles};
+      F f{r, seg.offsets(), seg.tile_first(), elem, n, m, tile, ntiles};
       using Sweep = Kokkos::RangePolicy<Exec, typename F::SweepTag, Kokkos::IndexType<index_t>>;
       using Fixup = Kokkos::RangePolicy<Exec, typename F::FixupTag, Kokkos::IndexType<index_t>>;
       Kokkos::parallel_for(label, Sweep(exec, 0, ntiles), f);
@@ -190,6 +186,11 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
 /// Sum of f(q) for q in [0, n) with eight interleaved partial sums (vectorisable, fixed order).
 template <class Acc, class F>
 KOKKOS_FUNCTION Acc flat_sum8(index_t n, const F& f) {
+  if (n < 8) {  // short segments: no partial sums to combine
+    Acc r = 0;
+    for (index_t q = 0; q < n; ++q) r += f(q);
+    return r;
+  }
   Acc a[8] = {};
   index_t q = 0;
   for (; q + 8 <= n; q += 8)

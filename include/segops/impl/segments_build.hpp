@@ -56,6 +56,24 @@ struct SortedOffsets {
   }
 };
 
+/// tile_first(q) = first segment s with offsets(s) >= q * kTileQuantum (m if none).
+template <class Offsets, class TileFirst>
+struct TileFirstSegments {
+  Offsets offsets;
+  TileFirst tile_first;
+  index_t m;
+  KOKKOS_FUNCTION void operator()(index_t q) const {
+    const index_t pos = q * kTileQuantum;
+    index_t lo = 0, hi = m;
+    while (lo < hi) {
+      const index_t mid = lo + (hi - lo) / 2;
+      if (offsets(mid) < pos) lo = mid + 1;
+      else hi = mid;
+    }
+    tile_first(q) = lo;
+  }
+};
+
 template <class IdView, class Counts>
 struct CountIds {
   IdView idx;

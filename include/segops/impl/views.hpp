@@ -17,6 +17,10 @@ namespace segops::impl {
 
 using index_t = std::int64_t;
 
+/// Reduction tiles are whole multiples of this many positions; the descriptor records the first
+/// segment starting at or after each multiple, so a tile finds its segments without searching.
+inline constexpr index_t kTileQuantum = 1024;
+
 /// Every element or segment view is normalised to this strided 2-D accessor before dispatch, so
 /// LayoutLeft/Right/Stride, const, unmanaged, RandomAccess and compile-time extents all land on one
 /// instantiation per value type. Rank-1 views become D = 1.
