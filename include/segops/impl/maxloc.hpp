@@ -66,6 +66,8 @@ template <class V, class I, class Value, class Counts, bool IsMax, bool ZeroIfEm
 struct MaxLocReducer {
   static constexpr bool has_finalize = true;
   static constexpr bool has_arg_pass = true;
+  static constexpr bool can_walk = false;
+  using acc_type = V;
   static constexpr int kBlock = 8;
   static constexpr I kUnset = std::numeric_limits<I>::max();  // atomic schedule's "no index yet"
   Value value;

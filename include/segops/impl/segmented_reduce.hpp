@@ -46,13 +46,14 @@ struct PermElem {
 /// earlier tile into its carry slot (the "head"), and every segment that starts inside it into
 /// that segment's output row; `fixup` then folds the heads of later tiles into segments that
 /// cross tile ends, in tile order.
-template <class R, class Offsets, class Elem>
+template <class R, class Offsets, class Elem, class Ids>
 struct TileReduce {
   struct SweepTag {};
   struct FixupTag {};
   R r;
   Offsets offsets, tile_first;
   Elem elem;
+  Ids ids;  // sorted ids: lets a tile of short segments walk positions instead of segments
   index_t n, m, tile, ntiles;
 
   /// First s with offsets(s) >= pos, for pos a multiple of kTileQuantum.
@@ -65,10 +66,33 @@ struct TileReduce {
     const index_t head_end = s < m ? Kokkos::min(offsets(s), hi) : hi;
     if (lo < head_end) r.reduce(CarrySlot{t}, elem, lo, head_end);
     const index_t s_end = t == ntiles - 1 ? m : first_segment_at(hi);
+    if constexpr (std::is_same_v<Elem, IdentityElem> && R::can_walk) {
+      // Short segments (under 8 positions on average): one pass over positions reading the ids
+      // (4 or 8 bytes each) beats one loop per segment reading offsets.
+      if (r.width() == 1 && (s_end - s) * 8 > hi - head_end) return walk(head_end, hi, s, s_end);
+    }
     for (; s < s_end; ++s) {
       const index_t e = offsets(s + 1);
       r.reduce(OutSlot{s}, elem, offsets(s), Kokkos::min(e, hi));
       if (e <= hi) r.finalize(s);
+    }
+  }
+  /// Positions [b, hi) hold segments s .. s_end-1 (s starting at b); sums each in position order.
+  KOKKOS_FUNCTION void walk(index_t b, index_t hi, index_t s, index_t s_end) const {
+    typename R::acc_type acc = 0;
+    for (index_t p = b; p < hi; ++p) {
+      const index_t sp = static_cast<index_t>(ids(p));
+      if (sp != s) {
+        r.store_final(s, acc);
+        while (++s < sp) r.store_final(s, 0);  // empty segments in between
+        acc = 0;
+      }
+      r.add_scalar(acc, p);
+    }
+    if (s < s_end) {
+      if (offsets(s + 1) <= hi) r.store_final(s, acc);
+      else r.store_partial(s, acc);  // crosses the tile end: fixup completes it
+      while (++s < s_end) r.store_final(s, 0);
     }
   }
   KOKKOS_FUNCTION void operator()(FixupTag, index_t t) const {
@@ -146,8 +170,8 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
     const index_t tile = Kokkos::max<index_t>(1, ((n + slots - 1) / slots + quantum - 1) / quantum) * quantum;
     const index_t ntiles = n > 0 ? (n + tile - 1) / tile : 1;
     auto run = [&](auto elem) {
-      using F = TileReduce<R, decltype(seg.offsets()), decltype(elem)>;
-      F f{r, seg.offsets(), seg.tile_first(), elem, n, m, tile, ntiles};
+      using F = TileReduce<R, decltype(seg.offsets()), decltype(elem), typename Seg::ids_view>;
+      F f{r, seg.offsets(), seg.tile_first(), elem, seg.ids(), n, m, tile, ntiles};
       using Sweep = Kokkos::RangePolicy<Exec, typename F::SweepTag, Kokkos::IndexType<index_t>>;
       using Fixup = Kokkos::RangePolicy<Exec, typename F::FixupTag, Kokkos::IndexType<index_t>>;
       Kokkos::parallel_for(label, Sweep(exec, 0, ntiles), f);
@@ -207,8 +231,10 @@ struct NoFinalize {
 
 template <class Acc, class Map, class Out, class Fin = NoFinalize>
 struct SumReducer {
+  using acc_type = Acc;
   static constexpr bool has_finalize = Fin::has_finalize;
   static constexpr bool has_arg_pass = false;
+  static constexpr bool can_walk = true;
   static constexpr int kLocal = 8;  // rows up to this width accumulate in registers
   Map map;
   Out out;
@@ -275,6 +301,15 @@ struct SumReducer {
     for (index_t k = 0; k < w; ++k) ref(d, k) += ref(c, k);
   }
   KOKKOS_FUNCTION void finalize(index_t s) const { fin(s, out, w); }
+  // width-1 position walk (TileReduce::walk)
+  KOKKOS_FUNCTION void add_scalar(Acc& acc, index_t e) const {
+    map(e, [&](index_t, Acc v) { acc += v; });
+  }
+  KOKKOS_FUNCTION void store_partial(index_t s, Acc acc) const { out(s, 0) = acc; }
+  KOKKOS_FUNCTION void store_final(index_t s, Acc acc) const {
+    out(s, 0) = acc;
+    fin(s, out, 1);
+  }
   KOKKOS_FUNCTION void init(OutSlot d) const {
     for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
   }
