@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Summary table and plots of a SegOps benchmark run (results/bench.csv + notes).
+
+Prints, per op and order: SegOps' GB/s and fraction of the copy bandwidth at the largest N that has
+Python peers (D = 3, L = 3, float, int32), the best C++ and Python peers and the speed-ups; then
+the copy-bandwidth targets at N = 2^25, deterministic vs default, the host overhead, and every
+missing/wrong/failed line. Writes one PNG per op family (GB/s against N, one line per impl).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+from collections import defaultdict
+
+PY_PREFIX = ("torch_", "jax_", "alchemi_")
+ORDERS = ("fwd", "bwd", "dbl")
+
+
+def load(path):
+    rows = []
+    for r in csv.DictReader(open(path)):
+        for k in ("N", "M", "D"):
+            r[k] = int(r[k])
+        for k in ("median_s", "bytes", "gbps", "copy_fraction"):
+            r[k] = float(r[k])
+        rows.append(r)
+    return rows
+
+
+def is_segops(impl):
+    return impl.startswith("segops")
+
+
+def fmt(x, nd=2):
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--csv", required=True)
+    ap.add_argument("--notes", nargs="*", default=[])
+    ap.add_argument("--plots", default=None, help="folder for <family>.png")
+    args = ap.parse_args()
+    rows = load(args.csv)
+    copy = {r["impl"]: r["gbps"] for r in rows if r["op"] == "copy"}
+    copy_ref = max(copy.values()) if copy else 0.0
+    data = [r for r in rows if r["op"] != "copy"]
+
+    # ---- main table
+    ops = []
+    for r in data:
+        if (r["op"], r["order"]) not in ops and r["N"] >= 100000:
+            ops.append((r["op"], r["order"]))
+    ops.sort(key=lambda o: ([x["op"] for x in data].index(o[0]), ORDERS.index(o[1])))
+    print()
+    print(f"Copy bandwidth (same run): " + ", ".join(f"{k} {v:.2f} GB/s" for k, v in copy.items())
+          + f"; reference {copy_ref:.2f} GB/s")
+    print()
+    print("Per op at the largest N with Python peers (float, int32, D=3, L=3); GB/s from the op's minimal bytes;")
+    print("'x' = how many times faster SegOps is than the best peer (<1: slower)")
+    hdr = (f"{'op':<10}{'ord':<4}{'ids':<9}{'N':>8} {'SegOps':>7} {'copy%':>6}  {'best C++ peer':<26}"
+           f"{'best Python peer':<31}{'x best':>7}{'x py':>6}")
+    print(hdr)
+    print("-" * len(hdr))
+    below = []
+    for op, order in ops:
+        for srt in ("sorted", "unsorted"):
+            cand = [r for r in data if r["op"] == op and r["order"] == order and r["sorted"] == srt
+                    and r["dtype"] == "float" and r["index_type"] == "int32" and r["M"] == r["N"] // 3]
+            d3 = [r for r in cand if r["D"] == 3] or cand
+            if not d3:
+                continue
+            with_py = [r["N"] for r in d3 if r["impl"].startswith(PY_PREFIX)]
+            n = max(with_py) if with_py else max(r["N"] for r in d3 if r["N"] <= 1000000)
+            at = [r for r in d3 if r["N"] == n]
+            seg = next((r for r in at if r["impl"] == "segops"), None)
+            cpp = max((r for r in at if not is_segops(r["impl"]) and not r["impl"].startswith(PY_PREFIX)),
+                      key=lambda r: r["gbps"], default=None)
+            py = max((r for r in at if r["impl"].startswith(PY_PREFIX)), key=lambda r: r["gbps"], default=None)
+            best = max([r for r in (cpp, py) if r], key=lambda r: r["gbps"], default=None)
+            sg = seg["gbps"] if seg else None
+            xb = sg / best["gbps"] if seg and best else None
+            xp = sg / py["gbps"] if seg and py else None
+            c1 = f"{cpp['impl']} {cpp['gbps']:.2f}" if cpp else "-"
+            c2 = f"{py['impl']} {py['gbps']:.2f}" if py else "-"
+            print(f"{op:<10}{order:<4}{srt:<9}{n:>8} {fmt(sg):>7} {fmt(seg['copy_fraction'] * 100 if seg else None, 0):>6}"
+                  f"  {c1:<26}{c2:<31}{fmt(xb):>7}{fmt(xp):>6}")
+            if seg is None:
+                below.append(f"{op} {order} {srt} N={n}: no SegOps result (missing or wrong, see notes)")
+            elif xb is not None and xb < 1:
+                below.append(f"{op} {order} {srt} N={n}: SegOps {sg:.2f} GB/s slower than {best['impl']} {best['gbps']:.2f} GB/s")
+            elif xp is not None and xp < 2:
+                below.append(f"{op} {order} {srt} N={n}: SegOps only {xp:.2f}x the best Python peer ({py['impl']})")
+
+    # ---- copy-bandwidth targets at the largest N
+    big = max((r["N"] for r in data), default=0)
+    tgt = [r for r in data if r["N"] == big and r["sorted"] == "sorted" and r["impl"] == "segops"]
+    if tgt:
+        print()
+        print(f"Copy-bandwidth targets, sorted float, N={big} (fwd >= 70%, bwd >= 60% of copy):")
+        for r in tgt:
+            goal = 0.7 if r["order"] == "fwd" else 0.6
+            peers = [p for p in data if p["N"] == big and p["op"] == r["op"] and p["order"] == r["order"]
+                     and p["D"] == r["D"] and p["sorted"] == "sorted" and not is_segops(p["impl"])]
+            bp = max(peers, key=lambda p: p["gbps"], default=None)
+            ok = "ok" if r["copy_fraction"] >= goal else "BELOW"
+            print(f"  {r['op']:<10}{r['order']:<4} D={r['D']}  {r['gbps']:6.2f} GB/s  {r['copy_fraction'] * 100:5.1f}% of copy"
+                  f"  [{ok}]" + (f"  best peer {bp['impl']} {bp['gbps']:.2f} GB/s" if bp else ""))
+            if ok != "ok":
+                below.append(f"{r['op']} {r['order']} sorted N={big} D={r['D']}: {r['copy_fraction'] * 100:.0f}% of copy (< {goal * 100:.0f}%)")
+
+    # ---- deterministic vs default
+    det = [r for r in data if r["impl"] == "segops_det"]
+    if det:
+        print()
+        print("Deterministic option vs default, unsorted ids (target: at most 2x the time):")
+        for r in det:
+            base = next((b for b in data if b["impl"] == "segops" and all(b[k] == r[k] for k in
+                         ("op", "order", "dtype", "index_type", "N", "M", "D", "sorted"))), None)
+            if base:
+                ratio = r["median_s"] / base["median_s"]
+                print(f"  {r['op']:<10}{r['order']:<4} N={r['N']} D={r['D']}  default {base['median_s'] * 1e3:8.3f} ms"
+                      f"  deterministic {r['median_s'] * 1e3:8.3f} ms  ratio {ratio:.2f}" + ("" if ratio <= 2 else "  [ABOVE 2x]"))
+                if ratio > 2:
+                    below.append(f"{r['op']} {r['order']} N={r['N']} D={r['D']}: deterministic {ratio:.2f}x the default")
+
+    # ---- notes
+    lines = []
+    for p in args.notes:
+        if os.path.exists(p):
+            lines += [l.rstrip() for l in open(p) if l.strip()]
+    print()
+    for l in lines:
+        if l.startswith(("peer:", "overhead:")):
+            print(l)
+    issues = [l for l in lines if l.startswith(("missing:", "wrong:", "failed:", "skipped:"))]
+    if issues:
+        print()
+        print("Missing / wrong / failed (never timed):")
+        for l in issues:
+            print("  " + l)
+    if below:
+        print()
+        print("Where SegOps misses a target or a peer wins:")
+        for l in below:
+            print("  " + l)
+
+    # ---- plots
+    if args.plots:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except Exception as e:  # noqa: BLE001
+            print(f"missing: plots (matplotlib: {e})")
+            return
+        os.makedirs(args.plots, exist_ok=True)
+        for fam in dict.fromkeys(r["op"] for r in data):
+            fr = [r for r in data if r["op"] == fam and r["dtype"] == "float" and r["index_type"] == "int32"
+                  and r["M"] == r["N"] // 3 and r["N"] >= 100000]
+            d = 3 if any(r["D"] == 3 for r in fr) else 1
+            fr = [r for r in fr if r["D"] == d]
+            orders = [o for o in ORDERS if any(r["order"] == o for r in fr)]
+            if not orders:
+                continue
+            fig, axes = plt.subplots(len(orders), 2, figsize=(12, 3.6 * len(orders)), squeeze=False)
+            for i, o in enumerate(orders):
+                for j, srt in enumerate(("sorted", "unsorted")):
+                    ax = axes[i][j]
+                    lines_ = defaultdict(list)
+                    for r in fr:
+                        if r["order"] == o and r["sorted"] == srt:
+                            lines_[r["impl"]].append((r["N"], r["gbps"]))
+                    for impl, pts in sorted(lines_.items()):
+                        pts.sort()
+                        style = "-o" if is_segops(impl) else ("--s" if impl.startswith(PY_PREFIX) else ":^")
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=impl,
+                                linewidth=2.5 if is_segops(impl) else 1.2)
+                    if copy_ref:
+                        ax.axhline(copy_ref, color="gray", linestyle="-.", linewidth=1, label="copy")
+                    ax.set_xscale("log")
+                    ax.set_xlabel("N")
+                    ax.set_ylabel("GB/s (minimal bytes)")
+                    ax.set_title(f"{fam} {o}, {srt} ids, float, D={d}, L=3")
+                    ax.grid(True, alpha=0.3)
+                    ax.legend(fontsize=7, ncol=2)
+            fig.tight_layout()
+            fig.savefig(os.path.join(args.plots, f"{fam}.png"), dpi=90)
+            plt.close(fig)
+        print(f"\nplots: {args.plots}/<family>.png")
+
+
+if __name__ == "__main__":
+    main()
