@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: Apache-2.0
+// The linear family against double-precision serial references: every op and order, rank 1 and
+// rank 2, three (id, data, accumulation) type combinations, every descriptor mode and segment
+// regime, every view layout; then finite-difference checks of every backward and double backward.
+//
+// Type rule of these tests: element-side views hold T, segment-side views hold Acc (so the mixed
+// combination reduces float into double and gathers double into float).
+#include "linear_common.hpp"
+
+namespace segtest {
+namespace {
+
+constexpr i64 kWidths[] = {1, 3, 7, 64};
+
+std::string describe(const LinOpInfo& op, const Case& c, Mode mode, int rank, i64 d) {
+  return std::string(op.name) + " [" + mode_name(mode) + ", " + c.name + ", rank " +
+         std::to_string(rank) + ", D " + std::to_string(d) + "]";
+}
+
+/// One call of `op` with a const LayoutRight input and a poisoned LayoutRight output, compared
+/// element by element (all of them) with the reference.
+template <class InT, class OutT, int RIn, int ROut, class Seg>
+void check_op(const LinOpInfo& op, const Seg& seg, const Case& c, i64 d, std::mt19937_64& rng,
+              const std::string& what) {
+  const i64 ri = op.in_rows(c), wi = op.in_width(d), ro = op.out_rows(c), wo = op.out_width(d);
+  const auto in_h = random_vector<InT>(rng, ri * wi);
+  const auto in = device_view<InT, RIn>(in_h, ri, wi);
+  const auto out = poisoned_view<OutT, ROut>(ro, wo);
+  using ConstIn = Kokkos::View<typename decltype(in)::const_data_type, Mem>;
+  run_linear(Exec(), op.op, seg, ConstIn(in), out);
+  const auto ref = ref_linear(op, c, as_double(in_h), d);
+  expect_close(to_host(out), ref.val, ref.mag, tol<OutT>(), what);
+}
+
+/// check_op for the op's shape: reductions take T and give Acc, gathers the other way round.
+template <class T, class Acc, class Seg>
+void check_any(const LinOpInfo& op, const Seg& seg, const Case& c, int rank, i64 d,
+               std::mt19937_64& rng, const std::string& what) {
+  with_shape<T, Acc>(op, rank, [&]<class InT, class OutT, int RIn, int ROut>() {
+    check_op<InT, OutT, RIn, ROut>(op, seg, c, d, rng, what);
+  });
+}
+
+/// Every op x order x rank x D x regime, for one type combination and descriptor mode.
+template <class IdT, class T, class Acc>
+void sweep(Mode mode, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (const auto& c : regimes(seed, mode)) {
+    const auto seg = make_segments<IdT>(c, mode);
+    ASSERT_EQ(seg.sorted(), std::is_sorted(c.ids.begin(), c.ids.end())) << c.name;
+    if (mode != Mode::Unsorted) ASSERT_TRUE(seg.deterministic()) << c.name;
+    for (int rank : {1, 2})
+      for (i64 d : kWidths) {
+        if (rank == 1 && d != 1) continue;
+        for (const auto& op : kLinearOps) {
+          if (op.component && rank == 1) continue;
+          check_any<T, Acc>(op, seg, c, rank, d, rng, describe(op, c, mode, rank, d));
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+  }
+}
+
+TEST(Linear, AllOpsInt32FloatFloat) {
+  for (Mode mode : kModes) sweep<std::int32_t, float, float>(mode, 11);
+}
+TEST(Linear, AllOpsInt64DoubleDouble) {
+  for (Mode mode : kModes) sweep<std::int64_t, double, double>(mode, 12);
+}
+TEST(Linear, AllOpsInt32FloatIntoDouble) {
+  for (Mode mode : kModes) sweep<std::int32_t, float, double>(mode, 13);
+}
+
+TEST(Linear, Count) {
+  for (Mode mode : kModes)
+    for (const auto& c : regimes(21, mode)) {
+      const auto ref = ref_counts(c);
+      const std::vector<double> refd(ref.begin(), ref.end());
+      const auto s32 = make_segments<std::int32_t>(c, mode);
+      const auto s64 = make_segments<std::int64_t>(c, mode);
+      const auto o32 = poisoned_view<std::int32_t, 1>(c.m, 1);
+      const auto o64 = poisoned_view<std::int64_t, 1>(c.m, 1);
+      segops::segmented_count(Exec(), s32, o32);
+      segops::segmented_count(s64, o64);
+      EXPECT_EQ(to_host(o32), refd) << mode_name(mode) << " " << c.name;
+      EXPECT_EQ(to_host(o64), refd) << mode_name(mode) << " " << c.name;
+    }
+}
+
+// ---- layouts ----
+
+/// Calls body(name, const input view) for each input layout: LayoutRight, LayoutLeft,
+/// LayoutStride (no unit stride), and an unmanaged view (for rank-2 D = 3 the LAMMPS-style
+/// compile-time extent `const T*[3]`).
+template <class T, int Rank, class Body>
+void for_each_input_layout(const std::vector<T>& h, i64 n, i64 d, Body&& body) {
+  const auto right = device_view<T, Rank, Kokkos::LayoutRight>(h, n, d);
+  body("LayoutRight", Kokkos::View<typename decltype(right)::const_data_type, Mem>(right));
+  const auto left = device_view<T, Rank, Kokkos::LayoutLeft>(h, n, d);
+  body("LayoutLeft",
+       Kokkos::View<typename decltype(left)::const_data_type, Kokkos::LayoutLeft, Mem>(left));
+  const auto strided = device_strided<T, Rank>(h, n, d);
+  using Stride = typename Strided<T, Rank>::view_type;
+  body("LayoutStride",
+       Kokkos::View<typename Stride::const_data_type, Kokkos::LayoutStride, Mem>(strided.view));
+  using Unmanaged = Kokkos::MemoryTraits<Kokkos::Unmanaged>;
+  if constexpr (Rank == 2) {
+    if (d == 3) {
+      body("unmanaged const T*[3]",
+           Kokkos::View<const T* [3], Kokkos::LayoutRight, Mem, Unmanaged>(right.data(), n));
+      return;
+    }
+  }
+  body("unmanaged const",
+       Kokkos::View<typename decltype(right)::const_data_type, Kokkos::LayoutRight, Mem, Unmanaged>(
+           right.data(), right.layout()));
+}
+
+/// Calls body(name, output view, check) for each output layout; check() verifies that nothing
+/// outside the view's elements was written.
+template <class T, int Rank, class Body>
+void for_each_output_layout(i64 n, i64 d, Body&& body) {
+  const std::vector<T> zeros(n * d);
+  const auto always = [] { return true; };
+  body("LayoutRight", device_view<T, Rank, Kokkos::LayoutRight>(zeros, n, d), always);
+  body("LayoutLeft", device_view<T, Rank, Kokkos::LayoutLeft>(zeros, n, d), always);
+  const auto strided = device_strided<T, Rank>(zeros, n, d);
+  body("LayoutStride", strided.view, [&] { return strided.gaps_intact(); });
+  if constexpr (Rank == 2) {
+    if (d == 3) body("T*[3]", uninit<Kokkos::View<T* [3], Mem>>("fixed", n), always);
+  }
+}
+
+/// Every input layout into a LayoutRight output, and a const LayoutRight input into every output
+/// layout (the full cross product adds compile time, not coverage: inputs and outputs are
+/// normalised independently).
+template <class InT, class OutT, int RIn, int ROut, class Seg>
+void check_layouts(const LinOpInfo& op, const Seg& seg, const Case& c, i64 d, std::mt19937_64& rng,
+                   const std::string& what) {
+  const i64 ri = op.in_rows(c), wi = op.in_width(d), ro = op.out_rows(c), wo = op.out_width(d);
+  const auto in_h = random_vector<InT>(rng, ri * wi);
+  const auto ref = ref_linear(op, c, as_double(in_h), d);
+  const auto run = [&](const std::string& w, const auto& in, const auto& out, auto check) {
+    poison(out);
+    run_linear(Exec(), op.op, seg, in, out);
+    expect_close(to_host(out), ref.val, ref.mag, tol<OutT>(), w);
+    EXPECT_TRUE(check()) << w << ": wrote outside the strided output view";
+  };
+  const auto right_out = poisoned_view<OutT, ROut>(ro, wo);
+  for_each_input_layout<InT, RIn>(in_h, ri, wi, [&](const char* iname, const auto& in) {
+    run(what + " in " + iname + " out LayoutRight", in, right_out, [] { return true; });
+  });
+  const auto right_in = device_view<InT, RIn>(in_h, ri, wi);
+  const Kokkos::View<typename decltype(right_in)::const_data_type, Mem> const_in = right_in;
+  for_each_output_layout<OutT, ROut>(ro, wo, [&](const char* oname, const auto& out, auto check) {
+    run(what + " in const LayoutRight out " + oname, const_in, out, check);
+  });
+}
+
+template <class IdT, class T, class Acc>
+void layout_sweep(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (Mode mode : {Mode::Sorted, Mode::Unsorted})
+    for (const auto& c : regimes(seed, mode)) {
+      if (c.name != "mixed" && c.name != "giant") continue;
+      const auto seg = make_segments<IdT>(c, mode);
+      for (const auto& op : kLinearOps)
+        for (int rank : {1, 2}) {
+          if (op.component && rank == 1) continue;
+          const i64 d = rank == 1 ? 1 : 3;
+          with_shape<T, Acc>(op, rank, [&]<class InT, class OutT, int RIn, int ROut>() {
+            check_layouts<InT, OutT, RIn, ROut>(op, seg, c, d, rng, describe(op, c, mode, rank, d));
+          });
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+    }
+}
+
+TEST(Linear, LayoutsInt64DoubleDouble) { layout_sweep<std::int64_t, double, double>(31); }
+TEST(Linear, LayoutsInt32FloatIntoDouble) { layout_sweep<std::int32_t, float, double>(32); }
+
+// ---- descriptor variants ----
+
+/// Trusted descriptors with out-of-range ids: reductions ignore them, gathers write 0 there.
+TEST(Linear, TrustedDropsOutOfRangeIds) {
+  std::mt19937_64 rng(41);
+  for (Mode mode : {Mode::Unsorted, Mode::Deterministic})
+    for (bool sorted_base : {true, false})
+      for (const auto& base : regimes(41, sorted_base)) {
+        if (base.m == 0 || base.n() == 0) continue;
+        const auto c = with_dropped_ids(base, 42);
+        const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
+        ASSERT_LT(seg.num_valid(), seg.num_elements()) << c.name;
+        for (const auto& op : kLinearOps)
+          for (int rank : {1, 2}) {
+            if (op.component && rank == 1) continue;
+            const i64 d = rank == 1 ? 1 : 3;
+            check_any<float, double>(op, seg, c, rank, d, rng, describe(op, c, mode, rank, d));
+            if (::testing::Test::HasFatalFailure()) return;
+          }
+        const auto cnt = poisoned_view<std::int64_t, 1>(c.m, 1);
+        segops::segmented_count(Exec(), seg, cnt);
+        const auto ref = ref_counts(c);
+        EXPECT_EQ(to_host(cnt), std::vector<double>(ref.begin(), ref.end())) << c.name;
+      }
+}
+
+/// A trusted descriptor whose ids are all out of range, including M = 0 with N > 0.
+TEST(Linear, TrustedAllIdsDropped) {
+  std::mt19937_64 rng(43);
+  for (i64 m : {0, 4})
+    for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
+      Case c{"all_dropped", {m, -1, m + 2, -5, m, 1000}, m};
+      const auto seg = make_segments<std::int64_t>(c, mode, /*trusted=*/true);
+      EXPECT_EQ(seg.num_valid(), 0);
+      for (const auto& op : kLinearOps)
+        for (int rank : {1, 2}) {
+          if (op.component && rank == 1) continue;
+          const i64 d = rank == 1 ? 1 : 7;
+          check_any<double, double>(op, seg, c, rank, d, rng, describe(op, c, mode, rank, d));
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+    }
+}
+
+/// M = 0 and N = 0: every op accepts the empty views and writes nothing.
+TEST(Linear, NoSegmentsNoElements) {
+  std::mt19937_64 rng(44);
+  const Case c{"M0N0", {}, 0};
+  for (Mode mode : kModes) {
+    const auto seg = make_segments<std::int32_t>(c, mode);
+    for (const auto& op : kLinearOps)
+      for (int rank : {1, 2}) {
+        if (op.component && rank == 1) continue;
+        check_any<float, double>(op, seg, c, rank, 3, rng, describe(op, c, mode, rank, 3));
+      }
+    const auto cnt = poisoned_view<std::int32_t, 1>(0, 1);
+    segops::segmented_count(seg, cnt);
+  }
+}
+
+/// Small carry capacities force reduction tiles of unusual sizes (few slots per row width, so
+/// tiles much longer than the default), one tile for the whole array, and rows wider than the
+/// carry.
+TEST(Linear, SmallCarryCapacity) {
+  std::mt19937_64 rng(45);
+  // (row width, carry capacity): one tile for everything, tiles of an odd length, rows wider
+  // than the carry
+  const std::pair<i64, i64> width_capacity[] = {{7, 7}, {3, 20}, {1, 5}, {7, 4}, {64, 16}};
+  for (Mode mode : {Mode::Sorted, Mode::Deterministic})
+    for (const auto& c : regimes(45, mode)) {
+      if (c.name == "N0") continue;
+      for (auto [d, cap] : width_capacity) {
+        if (d == 64 && c.name != "giant") continue;  // wide rows: the tile-crossing case suffices
+        const auto seg = make_segments<std::int64_t>(c, mode, false, cap);
+        for (const auto& op : kLinearOps) {
+          if (!op.reduces) continue;
+          const int rank = d == 1 && !op.component ? 1 : 2;
+          const auto what =
+              describe(op, c, mode, rank, d) + " carry_capacity " + std::to_string(cap);
+          check_any<float, float>(op, seg, c, rank, d, rng, what);  // float partials in the carry
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+}
+
+/// The overloads without an execution space instance give bitwise the same results.
+TEST(Linear, OverloadsWithoutInstanceMatch) {
+  std::mt19937_64 rng(46);
+  for (Mode mode : {Mode::Sorted, Mode::Deterministic})
+    for (const auto& c : regimes(46, mode)) {
+      const auto seg = make_segments<std::int32_t>(c, mode);
+      for (const auto& op : kLinearOps) {
+        const i64 d = 3;
+        const auto in =
+            device_view<double, 2>(random_vector<double>(rng, op.in_rows(c) * op.in_width(d)),
+                                   op.in_rows(c), op.in_width(d));
+        const auto a = poisoned_view<double, 2>(op.out_rows(c), op.out_width(d));
+        const auto b = poisoned_view<double, 2>(op.out_rows(c), op.out_width(d));
+        if (op.component) {  // rank-1 segment side
+          const auto in1 = Kokkos::subview(in, Kokkos::ALL, 0);
+          const auto a1 = Kokkos::subview(a, Kokkos::ALL, 0),
+                     b1 = Kokkos::subview(b, Kokkos::ALL, 0);
+          if (op.reduces) {
+            run_linear(Exec(), op.op, seg, in, a1);
+            run_linear(Exec(), op.op, seg, in, b1, /*with_instance=*/false);
+          } else {
+            run_linear(Exec(), op.op, seg, in1, a);
+            run_linear(Exec(), op.op, seg, in1, b, /*with_instance=*/false);
+          }
+        } else {
+          run_linear(Exec(), op.op, seg, in, a);
+          run_linear(Exec(), op.op, seg, in, b, /*with_instance=*/false);
+        }
+        EXPECT_EQ(host_bytes(a), host_bytes(b)) << describe(op, c, mode, 2, d);
+      }
+    }
+}
+
+/// NaN and Inf propagate as plain arithmetic would, and only into their own segment or element.
+TEST(Linear, NanAndInfPropagate) {
+  const Case c{"nan", {0, 0, 1, 1, 2, 2}, 4};
+  for (Mode mode : kModes) {
+    Case cc = c;
+    if (mode != Mode::Sorted) cc.ids = {1, 0, 2, 0, 1, 2};
+    const auto seg = make_segments<std::int32_t>(cc, mode);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double inf = std::numeric_limits<double>::infinity();
+    // element 2 is NaN, element 4 is +Inf
+    const auto x = device_vector<double>({1.0, 2.0, nan, 3.0, inf, 4.0});
+    const auto out = poisoned_view<double, 1>(cc.m, 1);
+    segops::segmented_sum(seg, x, out);
+    const auto h = to_host(out);
+    const i64 s_nan = cc.ids[2], s_inf = cc.ids[4];
+    for (i64 s = 0; s < cc.m; ++s) {
+      if (s == s_nan)
+        EXPECT_TRUE(std::isnan(h[s])) << mode_name(mode);
+      else if (s == s_inf)
+        EXPECT_EQ(h[s], inf) << mode_name(mode);
+      else
+        EXPECT_TRUE(std::isfinite(h[s])) << mode_name(mode) << " segment " << s;
+    }
+    EXPECT_EQ(h[3], 0.0) << "empty segment";
+    const auto v = device_vector<double>({nan, 1.0, inf, 2.0});
+    const auto o = poisoned_view<double, 1>(cc.n(), 1);
+    segops::segmented_mean_backward(seg, v, o);
+    const auto ho = to_host(o);
+    for (i64 i = 0; i < cc.n(); ++i) {
+      if (cc.ids[i] == 0)
+        EXPECT_TRUE(std::isnan(ho[i]));
+      else if (cc.ids[i] == 2)
+        EXPECT_EQ(ho[i], inf);
+      else
+        EXPECT_EQ(ho[i], 0.5);
+    }
+  }
+}
+
+// ---- finite differences ----
+
+/// Runs `op` on double LayoutRight views built from `in`; returns its output on the host.
+template <int RIn, int ROut, class Seg>
+std::vector<double> apply(const LinOpInfo& op, const Seg& seg, const Case& c,
+                          const std::vector<double>& in, i64 d) {
+  const i64 ri = op.in_rows(c), wi = op.in_width(d), ro = op.out_rows(c), wo = op.out_width(d);
+  const auto x = device_view<double, RIn>(in, ri, wi);
+  const auto out = poisoned_view<double, ROut>(ro, wo);
+  run_linear(Exec(), op.op, seg, x, out);
+  return to_host(out);
+}
+template <class Seg>
+std::vector<double> apply_any(const LinOpInfo& op, const Seg& seg, const Case& c,
+                              const std::vector<double>& in, int rank, i64 d) {
+  if (op.component)
+    return op.reduces ? apply<2, 1>(op, seg, c, in, d) : apply<1, 2>(op, seg, c, in, d);
+  return rank == 1 ? apply<1, 1>(op, seg, c, in, d) : apply<2, 2>(op, seg, c, in, d);
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t k = 0; k < a.size(); ++k) s += a[k] * b[k];
+  return s;
+}
+
+/// `adj` applied to a cotangent g must be the gradient of x -> <g, f(x)>, checked entry by entry
+/// with central differences. With f a first backward and adj its double backward this is the
+/// SPEC's rule: the double backward is the derivative of <u, first backward(g)> with respect to g.
+template <class Seg>
+void fd_check(const LinOpInfo& f, const LinOpInfo& adj, const Seg& seg, const Case& c, int rank,
+              i64 d, std::mt19937_64& rng, const std::string& what) {
+  const double h = 1e-6;
+  auto x = random_vector<double>(rng, f.in_rows(c) * f.in_width(d));
+  const auto g = random_vector<double>(rng, f.out_rows(c) * f.out_width(d));
+  const auto analytic = apply_any(adj, seg, c, g, rank, d);
+  ASSERT_EQ(analytic.size(), x.size()) << what;
+  for (size_t j = 0; j < x.size(); ++j) {
+    const double x0 = x[j];
+    x[j] = x0 + h;
+    const double lp = dot(g, apply_any(f, seg, c, x, rank, d));
+    x[j] = x0 - h;
+    const double lm = dot(g, apply_any(f, seg, c, x, rank, d));
+    x[j] = x0;
+    const double fd = (lp - lm) / (2 * h);
+    ASSERT_NEAR(analytic[j], fd, 1e-6 * (1 + std::abs(fd))) << what << ": entry " << j;
+  }
+}
+
+std::vector<Case> fd_cases() {
+  std::vector<Case> cases;
+  std::vector<i64> counts = {0, 3, 0, 0, 5, 1, 4, 0, 2, 3, 0, 2};  // empty segments at both ends
+  cases.push_back({"fd_mixed", ids_from_counts(counts), static_cast<i64>(counts.size())});
+  cases.push_back({"fd_M1", std::vector<i64>(13, 0), 1});
+  return cases;
+}
+
+TEST(Linear, FiniteDifferences) {
+  std::mt19937_64 rng(51);
+  const LinOp pairs[][2] = {{LinOp::SumFwd, LinOp::SumBwd},     {LinOp::SumBwd, LinOp::SumDbl},
+                            {LinOp::MeanFwd, LinOp::MeanBwd},   {LinOp::MeanBwd, LinOp::MeanDbl},
+                            {LinOp::CompFwd, LinOp::CompBwd},   {LinOp::CompBwd, LinOp::CompDbl},
+                            {LinOp::BcastFwd, LinOp::BcastBwd}, {LinOp::BcastBwd, LinOp::BcastDbl}};
+  // Sorted ids, and shuffled ids with dropped ones (trusted) under the deterministic option: the
+  // schedules differ, the math must not. (The default unsorted schedule is checked against the
+  // references above.)
+  for (Mode mode : {Mode::Sorted, Mode::Deterministic})
+    for (Case c : fd_cases()) {
+      const bool dropped = mode != Mode::Sorted;
+      if (dropped) {
+        std::shuffle(c.ids.begin(), c.ids.end(), rng);
+        c = with_dropped_ids(c, 52, 5);
+      }
+      const auto seg = make_segments<std::int64_t>(c, mode, dropped);
+      for (const auto& p : pairs)
+        for (int rank : {1, 2}) {
+          const auto f = info(p[0]), adj = info(p[1]);
+          if (f.component && rank == 1) continue;
+          const i64 d = rank == 1 ? 1 : 2;
+          fd_check(f, adj, seg, c, rank, d, rng,
+                   std::string(adj.name) + " vs FD of " + f.name + " [" + mode_name(mode) + ", " +
+                       c.name + ", rank " + std::to_string(rank) + "]");
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace segtest

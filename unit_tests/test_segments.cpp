@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Segments descriptor: sortedness, counts, offsets, the deterministic permutation, id view
+// kinds, empty descriptors, trusted ids, statistics.
+#include "test_common.hpp"
+
+namespace segtest {
+namespace {
+
+template <class V>
+std::vector<i64> to_host_i64(const V& v) {
+  const auto d = to_host(v);
+  return std::vector<i64>(d.begin(), d.end());
+}
+
+std::vector<i64> exclusive_scan(const std::vector<i64>& counts) {
+  std::vector<i64> off(counts.size() + 1, 0);
+  for (size_t s = 0; s < counts.size(); ++s) off[s + 1] = off[s] + counts[s];
+  return off;
+}
+
+/// Valid element indices ordered by (segment, element index): the stable counting-sort order.
+std::vector<i64> stable_order(const Case& c) {
+  std::vector<i64> order;
+  for (i64 i = 0; i < c.n(); ++i)
+    if (c.valid(i)) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](i64 a, i64 b) { return c.ids[a] < c.ids[b]; });
+  return order;
+}
+
+/// Every accessor of `seg` against the host references for case `c`.
+template <class Seg>
+void check_descriptor(const Seg& seg, const Case& c, bool deterministic_option,
+                      const std::string& what) {
+  static_assert(std::is_same_v<typename Seg::index_type, std::int64_t>);
+  static_assert(std::is_same_v<typename decltype(seg.offsets())::value_type, const std::int64_t>);
+  static_assert(std::is_same_v<typename decltype(seg.counts())::value_type, const std::int64_t>);
+  const auto counts = ref_counts(c);
+  const i64 n_valid = std::accumulate(counts.begin(), counts.end(), i64(0));
+  bool in_range_sorted = n_valid == c.n() && std::is_sorted(c.ids.begin(), c.ids.end());
+  EXPECT_EQ(seg.num_elements(), c.n()) << what;
+  EXPECT_EQ(seg.num_segments(), c.m) << what;
+  EXPECT_EQ(seg.num_valid(), n_valid) << what;
+  EXPECT_EQ(seg.sorted(), in_range_sorted) << what;
+  EXPECT_EQ(seg.max_count(), counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end()))
+      << what;
+  EXPECT_EQ(to_host_i64(seg.counts()), counts) << what;
+  const auto offsets = to_host_i64(seg.offsets());
+  EXPECT_EQ(offsets, exclusive_scan(counts)) << what;
+  EXPECT_EQ(offsets.back(), n_valid) << what;
+  EXPECT_EQ(to_host_i64(seg.ids()), c.ids) << what;
+
+  const bool needs_perm = !in_range_sorted && deterministic_option && n_valid > 0;
+  EXPECT_EQ(seg.deterministic(), in_range_sorted || deterministic_option || n_valid == 0) << what;
+  if (!needs_perm) {
+    EXPECT_EQ(seg.permutation().extent(0), 0u) << what << ": no permutation expected";
+    return;
+  }
+  // Stable and covering exactly the valid elements: positions [offsets(s), offsets(s+1)) list
+  // the elements of segment s in ascending index order.
+  auto perm = to_host_i64(seg.permutation());
+  ASSERT_GE(static_cast<i64>(perm.size()), n_valid) << what;
+  perm.resize(n_valid);
+  EXPECT_EQ(perm, stable_order(c)) << what;
+}
+
+template <class IdT>
+void check_regimes(Mode mode) {
+  for (const auto& c : regimes(7, mode)) {
+    const auto seg = make_segments<IdT>(c, mode);
+    check_descriptor(seg, c, mode == Mode::Deterministic,
+                     std::string(mode_name(mode)) + " " + c.name);
+  }
+}
+
+TEST(Segments, RegimesInt32) {
+  for (Mode mode : kModes) check_regimes<std::int32_t>(mode);
+}
+TEST(Segments, RegimesInt64) {
+  for (Mode mode : kModes) check_regimes<std::int64_t>(mode);
+}
+
+TEST(Segments, SortednessDetection) {
+  const struct {
+    std::vector<i64> ids;
+    i64 m;
+    bool sorted;
+  } cases[] = {
+      {{0, 0, 1, 1, 0}, 2, false},
+      {{0, 2, 2, 5}, 6, true},  // gaps: empty segments
+      {{3, 3, 3}, 4, true},
+      {{1, 0}, 2, false},
+      {{0, 1, 2, 3, 4, 5, 6, 7, 6}, 8, false},  // one descent at the very end
+      {{1, 0, 1, 2, 3, 4, 5, 6, 7}, 8, false},  // one descent at the start
+      {{}, 3, true},
+      {{0}, 1, true},
+  };
+  for (const auto& t : cases) {
+    const Case c{"handmade", t.ids, t.m};
+    for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
+      const auto seg = make_segments<std::int32_t>(c, mode);
+      EXPECT_EQ(seg.sorted(), t.sorted) << ::testing::PrintToString(t.ids);
+      check_descriptor(seg, c, mode == Mode::Deterministic, ::testing::PrintToString(t.ids));
+    }
+  }
+}
+
+/// A permutation big enough for Kokkos::sort to take its parallel path, with many equal ids.
+TEST(Segments, PermutationStableOnLargeInput) {
+  std::mt19937_64 rng(8);
+  Case c{"large", {}, 37};
+  for (i64 i = 0; i < 200000; ++i) c.ids.push_back(static_cast<i64>(rng() % 37));
+  const auto seg = make_segments<std::int64_t>(c, Mode::Deterministic);
+  check_descriptor(seg, c, true, c.name);
+}
+
+/// Id views of every kind the descriptor accepts: LayoutStride subview, LayoutLeft, const,
+/// unmanaged, const unmanaged strided; the descriptor reads them through their strides.
+template <class IdT>
+void check_id_views() {
+  std::mt19937_64 rng(9);
+  for (Mode mode : kModes)
+    for (const auto& c : regimes(9, mode)) {
+      if (c.name != "N0" && c.name != "empty_segments" && c.name != "mixed") continue;
+      const bool det = mode == Mode::Deterministic;
+      const segops::SegmentsOptions opt{.deterministic = det};
+      const std::string what = std::string(mode_name(mode)) + " " + c.name;
+      // (n, 3) LayoutRight array with the ids in column 1: a rank-1 view of stride 3
+      auto big = uninit<Kokkos::View<IdT**, Kokkos::LayoutRight, Mem>>("big", c.n(), 3);
+      auto h = Kokkos::create_mirror_view(big);
+      for (i64 i = 0; i < c.n(); ++i) {
+        h(i, 0) = static_cast<IdT>(-1);
+        h(i, 1) = static_cast<IdT>(c.ids[i]);
+        h(i, 2) = static_cast<IdT>(c.m + 1);
+      }
+      Kokkos::deep_copy(big, h);
+      Kokkos::View<const IdT*, Kokkos::LayoutStride, Mem> strided =
+          Kokkos::subview(big, Kokkos::ALL, 1);
+      ASSERT_EQ(strided.stride(0), 3u);
+      check_descriptor(segops::Segments<IdT, Exec>(strided, c.m, opt), c, det, what + " stride");
+      check_descriptor(
+          segops::Segments<IdT, Exec>(Exec(), Kokkos::subview(big, Kokkos::ALL, 1), c.m, opt), c,
+          det, what + " subview");
+
+      const auto plain = device_ids<IdT>(c.ids);
+      auto left = uninit<Kokkos::View<IdT*, Kokkos::LayoutLeft, Mem>>("left", c.n());
+      Kokkos::deep_copy(left, plain);
+      check_descriptor(segops::Segments<IdT, Exec>(left, c.m, opt), c, det, what + " left");
+      Kokkos::View<const IdT*, Mem> cview = plain;
+      check_descriptor(segops::Segments<IdT, Exec>(cview, c.m, opt), c, det, what + " const");
+      Kokkos::View<IdT*, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>> unmanaged(plain.data(),
+                                                                                 c.n());
+      check_descriptor(segops::Segments<IdT, Exec>(unmanaged, c.m, opt), c, det,
+                       what + " unmanaged");
+      Kokkos::View<const IdT*, Kokkos::LayoutStride, Mem, Kokkos::MemoryTraits<Kokkos::Unmanaged>>
+          cu(strided.data(), Kokkos::LayoutStride(c.n(), 3));
+      check_descriptor(segops::Segments<IdT, Exec>(cu, c.m, opt), c, det,
+                       what + " const unmanaged strided");
+      // class template argument deduction: the execution space of the ids view's device type
+      const Kokkos::View<IdT*, Kokkos::Device<Exec, Mem>> on_exec = plain;
+      segops::Segments ctad(on_exec, c.m, opt);
+      static_assert(std::is_same_v<decltype(ctad), segops::Segments<IdT, Exec>>);
+      check_descriptor(ctad, c, det, what + " CTAD");
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+TEST(Segments, IdViewKindsInt32) { check_id_views<std::int32_t>(); }
+TEST(Segments, IdViewKindsInt64) { check_id_views<std::int64_t>(); }
+
+TEST(Segments, NoSegmentsNoElements) {
+  for (Mode mode : kModes)
+    for (bool trusted : {false, true}) {
+      const Case c{"M0N0", {}, 0};
+      const auto seg = make_segments<std::int64_t>(c, mode, trusted);
+      check_descriptor(seg, c, mode == Mode::Deterministic, "M0N0");
+      EXPECT_EQ(seg.offsets().extent(0), 1u);
+      EXPECT_EQ(seg.counts().extent(0), 0u);
+      EXPECT_TRUE(seg.sorted());
+      EXPECT_TRUE(seg.deterministic());
+      EXPECT_EQ(seg.trusted(), trusted);
+    }
+}
+
+TEST(Segments, SegmentsButNoElements) {
+  const Case c{"M5N0", {}, 5};
+  for (Mode mode : kModes) {
+    const auto seg = make_segments<std::int32_t>(c, mode);
+    check_descriptor(seg, c, mode == Mode::Deterministic, c.name);
+    EXPECT_EQ(seg.max_count(), 0);
+  }
+}
+
+/// Trusted ids out of range are dropped: num_valid, counts, offsets and the permutation ignore
+/// them; the descriptor never reports them as sorted.
+TEST(Segments, TrustedOutOfRangeIds) {
+  for (Mode mode : {Mode::Unsorted, Mode::Deterministic})
+    for (bool sorted_base : {true, false})
+      for (const auto& base : regimes(10, sorted_base)) {
+        if (base.n() == 0) continue;
+        const auto c = with_dropped_ids(base, 11, 4);
+        const auto s32 = make_segments<std::int32_t>(c, mode, true);
+        const auto s64 = make_segments<std::int64_t>(c, mode, true);
+        EXPECT_TRUE(s32.trusted());
+        EXPECT_LT(s32.num_valid(), s32.num_elements()) << c.name;
+        check_descriptor(s32, c, mode == Mode::Deterministic,
+                         std::string(mode_name(mode)) + " int32 " + c.name);
+        check_descriptor(s64, c, mode == Mode::Deterministic,
+                         std::string(mode_name(mode)) + " int64 " + c.name);
+      }
+}
+
+/// Trusted ids that happen to be all in range behave exactly like checked ones.
+TEST(Segments, TrustedInRangeIds) {
+  for (Mode mode : kModes)
+    for (const auto& c : regimes(12, mode)) {
+      const auto seg = make_segments<std::int32_t>(c, mode, true);
+      check_descriptor(seg, c, mode == Mode::Deterministic, c.name);
+    }
+}
+
+TEST(Segments, MaxCount) {
+  const struct {
+    std::vector<i64> counts;
+  } cases[] = {{{0, 0, 0}}, {{1}}, {{3, 9, 2, 9}}, {{0, 0, 17}}, {{5000}}};
+  for (const auto& t : cases)
+    for (bool sorted : {true, false}) {
+      Case c{"counts", ids_from_counts(t.counts), static_cast<i64>(t.counts.size())};
+      if (!sorted) std::reverse(c.ids.begin(), c.ids.end());
+      const auto seg = make_segments<std::int64_t>(c, sorted ? Mode::Sorted : Mode::Unsorted);
+      EXPECT_EQ(seg.max_count(), *std::max_element(t.counts.begin(), t.counts.end()))
+          << ::testing::PrintToString(t.counts);
+    }
+}
+
+/// The carry scratch has the requested capacity (in doubles), and a backend default otherwise.
+TEST(Segments, CarryCapacityOption) {
+  const Case c{"small", {0, 1, 1, 2}, 3};
+  const auto seg = make_segments<std::int32_t>(c, Mode::Sorted, false, 123);
+  EXPECT_EQ(seg.carry().extent(0), 123u);
+  const auto def = make_segments<std::int32_t>(c, Mode::Sorted);
+  EXPECT_GT(def.carry().extent(0), 0u);
+}
+
+}  // namespace
+}  // namespace segtest
