@@ -48,8 +48,8 @@ else
 fi
 
 step "Serial unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-cmake -S "$root" -B "$build/sanitize" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKokkos_ROOT="$host_kokkos" \
-  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+cmake -S "$root" -B "$build/sanitize" -DCMAKE_BUILD_TYPE=None -DKokkos_ROOT="$host_kokkos" \
+  -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
   -DSegOps_ENABLE_PERF_TESTS=OFF -DSegOps_ENABLE_INSTALL_TEST=OFF >/dev/null
 cmake --build "$build/sanitize" -j "$jobs" --target segops_unit_tests_serial
 (cd "$build/sanitize" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -39,21 +39,25 @@ struct ScanIds {
   }
 };
 
+/// First position p in [0, n) with v(p) >= value (n if none), for a non-decreasing v.
+template <class V>
+KOKKOS_FUNCTION index_t lower_bound(const V& v, index_t n, index_t value) {
+  index_t lo = 0, hi = n;
+  while (lo < hi) {
+    const index_t mid = lo + (hi - lo) / 2;
+    if (static_cast<index_t>(v(mid)) < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /// Sorted ids: offsets(s) = first position whose id is >= s, found by binary search (no atomics).
 template <class IdView, class Offsets>
 struct SortedOffsets {
   IdView idx;
   Offsets offsets;
   index_t n;
-  KOKKOS_FUNCTION void operator()(index_t s) const {
-    index_t lo = 0, hi = n;
-    while (lo < hi) {
-      const index_t mid = lo + (hi - lo) / 2;
-      if (static_cast<index_t>(idx(mid)) < s) lo = mid + 1;
-      else hi = mid;
-    }
-    offsets(s) = lo;
-  }
+  KOKKOS_FUNCTION void operator()(index_t s) const { offsets(s) = lower_bound(idx, n, s); }
 };
 
 /// tile_first(q) = first segment s with offsets(s) >= q * kTileQuantum (m if none).
@@ -63,14 +67,7 @@ struct TileFirstSegments {
   TileFirst tile_first;
   index_t m;
   KOKKOS_FUNCTION void operator()(index_t q) const {
-    const index_t pos = q * kTileQuantum;
-    index_t lo = 0, hi = m;
-    while (lo < hi) {
-      const index_t mid = lo + (hi - lo) / 2;
-      if (offsets(mid) < pos) lo = mid + 1;
-      else hi = mid;
-    }
-    tile_first(q) = lo;
+    tile_first(q) = lower_bound(offsets, m, q * kTileQuantum);
   }
 };
 
