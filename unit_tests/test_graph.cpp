@@ -22,7 +22,7 @@ TEST(Graph, TrainingStepChainMatchesEager) {
   auto x = device_matrix<double>(random_vector<double>(rng, n * d), n, d);
   auto u = device_matrix<double>(random_vector<double>(rng, n * d), n, d);
   Kokkos::View<double*, Mem> g("g", m), out("out", m), gg("gg", m);
-  Kokkos::View<double**, Mem> gx("gx", n, d), xp("xp", n, d);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> gx("gx", n, d), xp("xp", n, d);
   Kokkos::deep_copy(g, 0.5);
   Exec exec;
   auto chain = [=](const Exec& e) {
@@ -71,7 +71,7 @@ TEST(Graph, MdStepChainMatchesEager) {
   segops::Segments<std::int64_t, Exec> seg(ids, m, {.deterministic = true});
   auto v = device_matrix<double>(random_vector<double>(rng, n * 3), n, 3);
   Kokkos::View<double*, Mem> ke("ke", m), scale("scale", m);
-  Kokkos::View<double**, Mem> v_new("v_new", n, 3);
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> v_new("v_new", n, 3);
   Kokkos::deep_copy(scale, 0.9);
   Exec exec;
   auto chain = [=](const Exec& e) {

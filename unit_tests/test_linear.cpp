@@ -26,7 +26,7 @@ void check_op(const LinOpInfo& op, const Seg& seg, const Case& c, i64 d, std::mt
   const auto in_h = random_vector<InT>(rng, ri * wi);
   const auto in = device_view<InT, RIn>(in_h, ri, wi);
   const auto out = poisoned_view<OutT, ROut>(ro, wo);
-  using ConstIn = Kokkos::View<typename decltype(in)::const_data_type, Mem>;
+  using ConstIn = typename std::remove_cvref_t<decltype(in)>::const_type;
   run_linear(Exec(), op.op, seg, ConstIn(in), out);
   const auto ref = ref_linear(op, c, as_double(in_h), d);
   expect_close(to_host(out), ref.val, ref.mag, tol<OutT>(), what);
@@ -95,7 +95,7 @@ TEST(Linear, Count) {
 template <class T, int Rank, class Body>
 void for_each_input_layout(const std::vector<T>& h, i64 n, i64 d, Body&& body) {
   const auto right = device_view<T, Rank, Kokkos::LayoutRight>(h, n, d);
-  body("LayoutRight", Kokkos::View<typename decltype(right)::const_data_type, Mem>(right));
+  body("LayoutRight", typename std::remove_cvref_t<decltype(right)>::const_type(right));
   const auto left = device_view<T, Rank, Kokkos::LayoutLeft>(h, n, d);
   body("LayoutLeft",
        Kokkos::View<typename decltype(left)::const_data_type, Kokkos::LayoutLeft, Mem>(left));
@@ -151,7 +151,7 @@ void check_layouts(const LinOpInfo& op, const Seg& seg, const Case& c, i64 d, st
     run(what + " in " + iname + " out LayoutRight", in, right_out, [] { return true; });
   });
   const auto right_in = device_view<InT, RIn>(in_h, ri, wi);
-  const Kokkos::View<typename decltype(right_in)::const_data_type, Mem> const_in = right_in;
+  const typename std::remove_cvref_t<decltype(right_in)>::const_type const_in = right_in;
   for_each_output_layout<OutT, ROut>(ro, wo, [&](const char* oname, const auto& out, auto check) {
     run(what + " in const LayoutRight out " + oname, const_in, out, check);
   });

@@ -242,7 +242,7 @@ struct SumReducer {
   Acc* carry;
   index_t w;
 
-  index_t width() const { return w; }
+  KOKKOS_FUNCTION index_t width() const { return w; }
   KOKKOS_FUNCTION Acc& ref(OutSlot d, index_t k) const { return out(d.s, k); }
   KOKKOS_FUNCTION Acc& ref(CarrySlot d, index_t k) const { return carry[d.t * w + k]; }
 
