@@ -28,7 +28,7 @@ struct Small {
   segops::Segments<std::int32_t, Exec> seg = make_segments<std::int32_t>(c, Mode::Sorted);
   std::mt19937_64 rng{141};
   i64 n = c.n(), m = c.m, d = 3;
-  Kokkos::View<double**, Mem> rows(i64 r, i64 w) {
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> rows(i64 r, i64 w) {
     return device_matrix<double>(random_vector<double>(rng, r * w), r, w);
   }
   Kokkos::View<double*, Mem> scalars(i64 r) {
@@ -149,10 +149,10 @@ TEST(BilinearErrors, AxpbyDoubleBackwardCotangentOfWrongLength) {
 
 /// dot and mul_backward's ga (the per-segment reductions of the family) in float, as raw bytes.
 template <class Seg>
-std::vector<unsigned char> reductions_bytes(const Seg& seg,
-                                            const Kokkos::View<const float**, Mem>& x,
-                                            const Kokkos::View<const float**, Mem>& y,
-                                            const Kokkos::View<const float*, Mem>& a) {
+std::vector<unsigned char> reductions_bytes(
+    const Seg& seg, const Kokkos::View<const float**, Kokkos::LayoutRight, Mem>& x,
+    const Kokkos::View<const float**, Kokkos::LayoutRight, Mem>& y,
+    const Kokkos::View<const float*, Mem>& a) {
   const typename Seg::execution_space exec;
   const i64 n = seg.num_elements(), m = seg.num_segments();
   const auto out = poisoned_view<float, 1>(m, 1), ga = poisoned_view<float, 1>(m, 1);
@@ -174,9 +174,9 @@ TEST(BilinearDeterminism, SortedAndDeterministicAreBitwiseReproducible) {
       if (c.name != "giant" && c.name != "mixed" && c.name != "whole_array") continue;
       const auto seg = make_segments<std::int32_t>(c, mode);
       const i64 d = 7;
-      const Kokkos::View<const float**, Mem> x =
+      const Kokkos::View<const float**, Kokkos::LayoutRight, Mem> x =
           device_matrix<float>(random_vector<float>(rng, c.n() * d), c.n(), d);
-      const Kokkos::View<const float**, Mem> y =
+      const Kokkos::View<const float**, Kokkos::LayoutRight, Mem> y =
           device_matrix<float>(random_vector<float>(rng, c.n() * d), c.n(), d);
       const Kokkos::View<const float*, Mem> a =
           device_vector<float>(random_vector<float>(rng, c.m));

@@ -28,7 +28,7 @@ struct Small {
   segops::Segments<std::int32_t, Exec> seg = make_segments<std::int32_t>(c, Mode::Sorted);
   std::mt19937_64 rng{241};
   i64 n = c.n(), m = c.m, r = 2, k = 3;  // k: the column count C
-  Kokkos::View<double**, Mem> rows(i64 nr, i64 w) {
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> rows(i64 nr, i64 w) {
     return device_matrix<double>(random_vector<double>(rng, nr * w), nr, w);
   }
   Kokkos::View<double***, Mem> matrices(i64 nm, i64 nr, i64 nc) {
@@ -41,7 +41,7 @@ struct Small {
     Kokkos::deep_copy(a, h);
     return a;
   }
-  Kokkos::View<double***, Mem> poisoned_matrices(i64 nm, i64 nr, i64 nc) {
+  auto poisoned_matrices(i64 nm, i64 nr, i64 nc) {
     Slot<double, 3, Kokkos::LayoutRight> a({3, {nm, nr, nc}}, Arr::RowMajor);
     a.fill(nullptr);
     return a.view;
@@ -49,7 +49,8 @@ struct Small {
 };
 
 /// Every element of a rank-3 view still holds kPoison.
-void expect_poisoned(const Kokkos::View<double***, Mem>& a, const std::string& what) {
+template <class V>
+void expect_poisoned(const V& a, const std::string& what) {
   auto h = Kokkos::create_mirror_view_and_copy(Kokkos::HostSpace(), a);
   for (size_t s = 0; s < h.extent(0); ++s)
     for (size_t p = 0; p < h.extent(1); ++p)
@@ -153,10 +154,10 @@ TEST(MatvecErrors, TransposedDoubleBackwardOutputMatrixOfWrongSegmentCount) {
 
 /// matvec_backward's gA (a reduction of width R C) in float, as raw bytes.
 template <class Seg>
-std::vector<unsigned char> gradient_bytes(const Seg& seg,
-                                          const Kokkos::View<const float***, Mem>& A,
-                                          const Kokkos::View<const float**, Mem>& x,
-                                          const Kokkos::View<const float**, Mem>& g) {
+std::vector<unsigned char> gradient_bytes(
+    const Seg& seg, const Kokkos::View<const float***, Mem>& A,
+    const Kokkos::View<const float**, Kokkos::LayoutRight, Mem>& x,
+    const Kokkos::View<const float**, Kokkos::LayoutRight, Mem>& g) {
   const typename Seg::execution_space exec;
   const i64 n = seg.num_elements(), m = seg.num_segments();
   const auto gx = poisoned_view<float, 2>(n, x.extent(1));
@@ -187,9 +188,9 @@ TEST(MatvecDeterminism, SortedAndDeterministicAreBitwiseReproducible) {
       std::memcpy(h.data(), vals.data(), vals.size() * sizeof(float));
       Kokkos::deep_copy(Am, h);
       const Kokkos::View<const float***, Mem> A = Am;
-      const Kokkos::View<const float**, Mem> x =
+      const Kokkos::View<const float**, Kokkos::LayoutRight, Mem> x =
           device_matrix<float>(random_vector<float>(rng, c.n() * k), c.n(), k);
-      const Kokkos::View<const float**, Mem> g =
+      const Kokkos::View<const float**, Kokkos::LayoutRight, Mem> g =
           device_matrix<float>(random_vector<float>(rng, c.n() * r), c.n(), r);
       const auto first = gradient_bytes(seg, A, x, g);
       for (int rep = 0; rep < 3; ++rep)

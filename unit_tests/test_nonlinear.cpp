@@ -24,16 +24,28 @@ TEST(Nonlinear, TrustedDropsOutOfRangeIds) { dropped_sweep<NL>(321); }
 TEST(Nonlinear, NoSegmentsOrAllIdsDropped) { degenerate_sweep<NL>(325); }
 TEST(Nonlinear, FiniteDifferences) { fd_sweep<NL>(331); }
 
+/// One case's descriptors for the (int32, float, float) and (int64, double, double) runs.
+struct Descriptors {
+  segops::Segments<std::int32_t, Exec> s32;
+  segops::Segments<std::int64_t, Exec> s64;
+  Descriptors(const Case& c, Mode mode)
+      : s32(make_segments<std::int32_t>(c, mode)), s64(make_segments<std::int64_t>(c, mode)) {}
+};
+
 /// Runs `def` on inputs `in` (state recomputed by the reference) against the reference, for the
 /// rank of `dm`, in (int32, float, float) or (int64, double, double).
 template <class T>
-Arrays check_given(const OpDef& def, const Case& c, Mode mode, const Dims& dm, Arrays in,
-                   const std::string& what) {
+Arrays check_given(const OpDef& def, const Case& c, const Descriptors& segs, const Dims& dm,
+                   Arrays in, const std::string& what) {
   derive_state_ref<NL, T, T>(def, c, dm, in);
-  using IdT = std::conditional_t<std::is_same_v<T, float>, std::int32_t, std::int64_t>;
-  const auto seg = make_segments<IdT>(c, mode);
-  if (dm.rank == 1) return check_inputs<NL, T, T, IdT, 1>(def, seg, c, dm, in, what);
-  return check_inputs<NL, T, T, IdT, 2>(def, seg, c, dm, in, what);
+  if constexpr (std::is_same_v<T, float>) {
+    if (dm.rank == 1)
+      return check_inputs<NL, T, T, std::int32_t, 1>(def, segs.s32, c, dm, in, what);
+    return check_inputs<NL, T, T, std::int32_t, 2>(def, segs.s32, c, dm, in, what);
+  } else {
+    if (dm.rank == 1) return check_inputs<NL, T, T, i64, 1>(def, segs.s64, c, dm, in, what);
+    return check_inputs<NL, T, T, i64, 2>(def, segs.s64, c, dm, in, what);
+  }
 }
 
 /// rms_norm and max_norm where every vector of a segment is zero (every third segment), and
@@ -43,6 +55,7 @@ TEST(Nonlinear, AllZeroSegmentsGiveZeroGradientsWithoutNaN) {
   for (Mode mode : kModes)
     for (const auto& c : regimes(341, mode)) {
       if (c.n() == 0) continue;
+      const Descriptors segs(c, mode);
       for (const Dims& dm : {Dims{1, 1, 1, 1}, Dims{2, 3, 1, 1}}) {
         const i64 w = dm.rank == 1 ? 1 : dm.d;
         std::vector<char> first_seen(c.m, 0);
@@ -51,8 +64,8 @@ TEST(Nonlinear, AllZeroSegmentsGiveZeroGradientsWithoutNaN) {
           for (bool single : {false, true}) {
             auto in = make_inputs<NL, float, float>(def, c, dm, rng);
             std::fill(first_seen.begin(), first_seen.end(), 0);
-            for (i64 i = 0; i < c.n();
-                 ++i) {  // every third segment all zero; the first element of the others
+            // every third segment all zero, and the first element of every other one
+            for (i64 i = 0; i < c.n(); ++i) {
               const i64 s = c.ids[i];
               if (s % 3 == 0 || !first_seen[s])
                 for (i64 d = 0; d < w; ++d) in["x"][i * w + d] = 0.0;
@@ -60,8 +73,8 @@ TEST(Nonlinear, AllZeroSegmentsGiveZeroGradientsWithoutNaN) {
             }
             const auto what =
                 describe(def, c, mode_name(mode), dm) + (single ? " float" : " double");
-            const auto got = single ? check_given<float>(def, c, mode, dm, in, what)
-                                    : check_given<double>(def, c, mode, dm, in, what);
+            const auto got = single ? check_given<float>(def, c, segs, dm, in, what)
+                                    : check_given<double>(def, c, segs, dm, in, what);
             for (const auto& a : def.out) {
               const auto& v = got.at(a.name);
               const bool per_segment = !element_side(a.shape);
@@ -85,7 +98,8 @@ TEST(Nonlinear, ExactTiesGoToTheLowestIndex) {
   std::mt19937_64 rng(351);
   i64 tied = 0;
   for (Mode mode : kModes)
-    for (const auto& c : regimes(351, mode))
+    for (const auto& c : regimes(351, mode)) {
+      const Descriptors segs(c, mode);
       for (const Dims& dm : {Dims{1, 1, 1, 1}, Dims{2, 3, 1, 1}, Dims{2, 9, 1, 1}})
         for (int op : {NL::NormF, NL::MaxF, NL::MinF}) {
           const OpDef& def = def_of<NL>(op);
@@ -97,8 +111,10 @@ TEST(Nonlinear, ExactTiesGoToTheLowestIndex) {
           for (bool single : {false, true}) {
             const auto what =
                 describe(def, c, mode_name(mode), dm) + (single ? " float" : " double");
-            const auto got = single ? check_given<float>(def, c, mode, dm, in, what)
-                                    : check_given<double>(def, c, mode, dm, in, what);
+            if (single)
+              check_given<float>(def, c, segs, dm, in, what);
+            else
+              check_given<double>(def, c, segs, dm, in, what);
             if (::testing::Test::HasFailure()) return;
           }
           // count segments (components) whose extremum is attained more than once
@@ -112,6 +128,7 @@ TEST(Nonlinear, ExactTiesGoToTheLowestIndex) {
                 ++hits[c.ids[i] * kw + k];
           for (int h : hits) tied += h > 1;
         }
+    }
   EXPECT_GT(tied, 1000) << "the data did not produce exact ties";
 }
 
@@ -227,7 +244,7 @@ struct Small {
   segops::Segments<std::int32_t, Exec> seg = make_segments<std::int32_t>(c, Mode::Sorted);
   std::mt19937_64 rng{361};
   i64 n = c.n(), m = c.m, d = 3;
-  Kokkos::View<double**, Mem> rows(i64 r, i64 w) {
+  Kokkos::View<double**, Kokkos::LayoutRight, Mem> rows(i64 r, i64 w) {
     return device_matrix<double>(random_vector<double>(rng, r * w), r, w);
   }
   Kokkos::View<double*, Mem> scalars(i64 r) {
@@ -339,8 +356,8 @@ TEST(NonlinearErrors, MinDoubleBackwardArgOfWrongSegmentCount) {
 
 /// rms_norm, and max with its arg, in float, as raw bytes.
 template <class Seg>
-std::vector<unsigned char> reductions_bytes(const Seg& seg,
-                                            const Kokkos::View<const float**, Mem>& x) {
+std::vector<unsigned char> reductions_bytes(
+    const Seg& seg, const Kokkos::View<const float**, Kokkos::LayoutRight, Mem>& x) {
   const typename Seg::execution_space exec;
   const i64 m = seg.num_segments(), d = x.extent(1);
   const auto rms = poisoned_view<float, 1>(m, 1);
@@ -366,7 +383,8 @@ TEST(NonlinearDeterminism, SortedAndDeterministicAreBitwiseReproducible) {
       // values from a small set: many ties, so the arg depends on the order of the reduction
       std::vector<float> h(c.n() * d);
       for (auto& v : h) v = static_cast<float>(rng() % 50) / 8.0f;
-      const Kokkos::View<const float**, Mem> x = device_matrix<float>(h, c.n(), d);
+      const Kokkos::View<const float**, Kokkos::LayoutRight, Mem> x =
+          device_matrix<float>(h, c.n(), d);
       const auto first = reductions_bytes(seg, x);
       for (int rep = 0; rep < 3; ++rep)
         EXPECT_EQ(reductions_bytes(seg, x), first)
