@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Reproducible benchmark data, defined so that perf_tests/peers.py (numpy) builds bit-identical
-// arrays. Keep the two definitions in step: perf_tests/peers.py, functions splitmix64/make_ids/values.
+// arrays. Keep the two definitions in step: perf_tests/peers.py, functions
+// splitmix64/make_ids/values.
 #pragma once
 
 #include <cstdint>
@@ -29,8 +30,8 @@ inline double value(std::uint64_t i, std::uint64_t seed) {
 ///  - uniform with average segment length L: M = max(1, N / L) (L = N gives M = 1);
 ///    id_i = splitmix64(i) % M.
 ///  - skew: M = max(4, N / 3). With h = splitmix64(i): if h % 8 < 4 the element goes to one of the
-///    four giant segments {0, M/4, M/2, 3M/4}, picked by (h >> 3) % 4; otherwise id_i = (h >> 5) % M.
-///    So about half the elements land in 4 giant segments, the rest spread over ~N/3 tiny ones.
+///    four giant segments {0, M/4, M/2, 3M/4}, picked by (h >> 3) % 4; otherwise id_i = (h >> 5) %
+///    M. So about half the elements land in 4 giant segments, the rest spread over ~N/3 tiny ones.
 ///  - sorted: the same multiset of ids in ascending order (counts laid out in segment order);
 ///    values are then indexed by position, exactly as for unsorted ids.
 enum class Regime { uniform, skew };

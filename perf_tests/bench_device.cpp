@@ -6,7 +6,6 @@
 // host reference before anything is timed. CSV columns as the CPU suite.
 //   bench_device [--n N,N,...] [--reps R] [--csv FILE]
 #include <Kokkos_Core.hpp>
-
 #include <segops/segops.hpp>
 
 #if defined(KOKKOS_ENABLE_CUDA)
@@ -88,7 +87,8 @@ bool run_case(i64 n, i64 len, i64 d, int reps) {
   Kokkos::View<float**, Kokkos::LayoutRight, Mem> out("out", m, d), gseg("gseg", m, d);
   Kokkos::View<float*, Mem> sc("sc", m), ga("ga", m);
   {
-    Kokkos::View<int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> hv(idh.data(), n);
+    Kokkos::View<int*, Kokkos::HostSpace, Kokkos::MemoryTraits<Kokkos::Unmanaged>> hv(idh.data(),
+                                                                                      n);
     Kokkos::deep_copy(ids, hv);
     auto xh = Kokkos::create_mirror_view(x);
     auto yh = Kokkos::create_mirror_view(y);
@@ -132,16 +132,26 @@ bool run_case(i64 n, i64 len, i64 d, int reps) {
     std::function<void(const Exec&)> call;
   };
   std::vector<Op> ops = {
-      {"sum", "fwd", idb + 4 * N * D + 4 * M * D, [=](const Exec& e) { segops::segmented_sum(e, seg, x, out); }},
-      {"sum", "bwd", idb + 4 * N * D + 4 * M * D, [=](const Exec& e) { segops::segmented_sum_backward(e, seg, gseg, gx); }},
-      {"mean", "fwd", idb + 4 * N * D + 4 * M * D, [=](const Exec& e) { segops::segmented_mean(e, seg, x, out); }},
-      {"mean", "bwd", idb + 4 * N * D + 12 * M * D, [=](const Exec& e) { segops::segmented_mean_backward(e, seg, gseg, gx); }},
-      {"broadcast", "fwd", idb + 4 * N * D + 4 * M * D, [=](const Exec& e) { segops::segmented_broadcast(e, seg, gseg, o); }},
-      {"broadcast", "bwd", idb + 4 * N * D + 4 * M * D, [=](const Exec& e) { segops::segmented_broadcast_backward(e, seg, x, out); }},
-      {"dot", "fwd", idb + 8 * N * D + 4 * M, [=](const Exec& e) { segops::segmented_dot(e, seg, x, y, ga); }},
-      {"dot", "bwd", idb + 16 * N * D + 4 * M, [=](const Exec& e) { segops::segmented_dot_backward(e, seg, x, y, sc, gx, gy); }},
-      {"mul", "fwd", idb + 8 * N * D + 4 * M, [=](const Exec& e) { segops::segmented_mul(e, seg, sc, x, o); }},
-      {"mul", "bwd", idb + 12 * N * D + 8 * M, [=](const Exec& e) { segops::segmented_mul_backward(e, seg, sc, x, y, gx, ga); }},
+      {"sum", "fwd", idb + 4 * N * D + 4 * M * D,
+       [=](const Exec& e) { segops::segmented_sum(e, seg, x, out); }},
+      {"sum", "bwd", idb + 4 * N * D + 4 * M * D,
+       [=](const Exec& e) { segops::segmented_sum_backward(e, seg, gseg, gx); }},
+      {"mean", "fwd", idb + 4 * N * D + 4 * M * D,
+       [=](const Exec& e) { segops::segmented_mean(e, seg, x, out); }},
+      {"mean", "bwd", idb + 4 * N * D + 12 * M * D,
+       [=](const Exec& e) { segops::segmented_mean_backward(e, seg, gseg, gx); }},
+      {"broadcast", "fwd", idb + 4 * N * D + 4 * M * D,
+       [=](const Exec& e) { segops::segmented_broadcast(e, seg, gseg, o); }},
+      {"broadcast", "bwd", idb + 4 * N * D + 4 * M * D,
+       [=](const Exec& e) { segops::segmented_broadcast_backward(e, seg, x, out); }},
+      {"dot", "fwd", idb + 8 * N * D + 4 * M,
+       [=](const Exec& e) { segops::segmented_dot(e, seg, x, y, ga); }},
+      {"dot", "bwd", idb + 16 * N * D + 4 * M,
+       [=](const Exec& e) { segops::segmented_dot_backward(e, seg, x, y, sc, gx, gy); }},
+      {"mul", "fwd", idb + 8 * N * D + 4 * M,
+       [=](const Exec& e) { segops::segmented_mul(e, seg, sc, x, o); }},
+      {"mul", "bwd", idb + 12 * N * D + 8 * M,
+       [=](const Exec& e) { segops::segmented_mul_backward(e, seg, sc, x, y, gx, ga); }},
   };
   for (const auto& op : ops) {
     const double eager = time_median([&] { op.call(exec); }, reps);
@@ -194,15 +204,16 @@ int main(int argc, char* argv[]) {
     }
   }
   g_csv = std::fopen(csv.c_str(), "w");
-  std::fprintf(g_csv, "op,order,dtype,index_type,N,M,D,sorted,impl,median_s,bytes,gbps,copy_fraction\n");
+  std::fprintf(g_csv,
+               "op,order,dtype,index_type,N,M,D,sorted,impl,median_s,bytes,gbps,copy_fraction\n");
   {  // the ceiling: a large device-to-device copy, bytes read + written
     const i64 big = std::max<i64>(*std::max_element(ns.begin(), ns.end()), 1 << 26);
     Kokkos::View<float*, Mem> a("a", big), b("b", big);
     Kokkos::deep_copy(a, 1.0f);
     const double t = time_median([&] { Kokkos::deep_copy(Exec(), b, a); }, reps);
     g_copy_gbps = 8.0 * big / t / 1e9;
-    std::printf("device copy bandwidth: %.1f GB/s (%s, %lld floats)\n", g_copy_gbps,
-                Exec::name(), (long long)big);
+    std::printf("device copy bandwidth: %.1f GB/s (%s, %lld floats)\n", g_copy_gbps, Exec::name(),
+                (long long)big);
   }
   bool ok = true;
   for (i64 n : ns)
@@ -217,7 +228,8 @@ int main(int argc, char* argv[]) {
   // graph replay per call at the smallest N, L = 3.
   std::printf("\n%-10s %-4s %3s %12s %12s %10s %10s\n", "op", "ord", "D", "min %copy", "max %copy",
               "eager us", "graph us");
-  const i64 nmax = *std::max_element(ns.begin(), ns.end()), nmin = *std::min_element(ns.begin(), ns.end());
+  const i64 nmax = *std::max_element(ns.begin(), ns.end()),
+            nmin = *std::min_element(ns.begin(), ns.end());
   for (const auto& r0 : g_rows) {
     if (r0.impl != "segops_eager" || r0.n != nmax || r0.m != 1) continue;  // one row per op/order/D
     double lo = 1e30, hi = 0, eag = 0, gr = 0;
@@ -230,8 +242,8 @@ int main(int argc, char* argv[]) {
         if (r.impl == "segops_graph") gr = r.seconds;
       }
     }
-    std::printf("%-10s %-4s %3lld %11.0f%% %11.0f%% %10.1f %10.1f\n", r0.op.c_str(), r0.order.c_str(),
-                (long long)r0.d, 100 * lo, 100 * hi, 1e6 * eag, 1e6 * gr);
+    std::printf("%-10s %-4s %3lld %11.0f%% %11.0f%% %10.1f %10.1f\n", r0.op.c_str(),
+                r0.order.c_str(), (long long)r0.d, 100 * lo, 100 * hi, 1e6 * eag, 1e6 * gr);
   }
   std::printf("copy bandwidth %.1f GB/s; results in %s\n", g_copy_gbps, csv.c_str());
   return ok ? 0 : 1;

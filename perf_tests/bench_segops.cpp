@@ -5,7 +5,6 @@
 // Run with --help for the options; scripts/bench.sh is the usual driver.
 #include <Kokkos_Core.hpp>
 #include <Kokkos_ScatterView.hpp>
-
 #include <segops/segops.hpp>
 // Op families that may not exist yet in this checkout: benchmarked when present, reported missing
 // otherwise (each call is also detected with a requires-expression, see SEGOPS_BENCH_CALL).
@@ -135,7 +134,9 @@ struct Arr {
   i64 n = 0, w = 0;
   Arr() = default;
   Arr(const char* label, i64 n_, i64 w_)
-      : view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n_, w_), n(n_), w(w_) {}
+      : view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n_, w_),
+        n(n_),
+        w(w_) {}
   T* p() const { return view.data(); }
   i64 size() const { return n * w; }
   double bytes() const { return double(size()) * sizeof(T); }
@@ -175,10 +176,14 @@ double max_error(const Arr<T>& a, const Ref& r) {
 enum class Peer { serial, omp_atomic, sv_dup, sv_atomic };
 const char* peer_name(Peer p, bool reduces) {
   switch (p) {
-    case Peer::serial: return "serial";
-    case Peer::omp_atomic: return reduces ? "omp_atomic" : "omp_loop";
-    case Peer::sv_dup: return "scatterview_dup";
-    case Peer::sv_atomic: return "scatterview_atomic";
+    case Peer::serial:
+      return "serial";
+    case Peer::omp_atomic:
+      return reduces ? "omp_atomic" : "omp_loop";
+    case Peer::sv_dup:
+      return "scatterview_dup";
+    case Peer::sv_atomic:
+      return "scatterview_atomic";
   }
   return "?";
 }
@@ -205,14 +210,12 @@ void peer_for(i64 n, const F& f) {
 template <Peer P, class T>
 struct PeerReduce {
   using Out = Kokkos::View<T**, Kokkos::LayoutRight, Host>;
-  using SvDup = Kokkos::Experimental::ScatterView<T**, Kokkos::LayoutRight, Exec,
-                                                  Kokkos::Experimental::ScatterSum,
-                                                  Kokkos::Experimental::ScatterDuplicated,
-                                                  Kokkos::Experimental::ScatterNonAtomic>;
-  using SvAtomic = Kokkos::Experimental::ScatterView<T**, Kokkos::LayoutRight, Exec,
-                                                     Kokkos::Experimental::ScatterSum,
-                                                     Kokkos::Experimental::ScatterNonDuplicated,
-                                                     Kokkos::Experimental::ScatterAtomic>;
+  using SvDup = Kokkos::Experimental::ScatterView<
+      T**, Kokkos::LayoutRight, Exec, Kokkos::Experimental::ScatterSum,
+      Kokkos::Experimental::ScatterDuplicated, Kokkos::Experimental::ScatterNonAtomic>;
+  using SvAtomic = Kokkos::Experimental::ScatterView<
+      T**, Kokkos::LayoutRight, Exec, Kokkos::Experimental::ScatterSum,
+      Kokkos::Experimental::ScatterNonDuplicated, Kokkos::Experimental::ScatterAtomic>;
   using Sv = std::conditional_t<P == Peer::sv_dup, SvDup, SvAtomic>;
   Out out;
   Sv sv;
@@ -247,12 +250,12 @@ struct PeerReduce {
       // output is zeroed first, as a ScatterView user computing out = sum must do.
       if constexpr (P == Peer::sv_dup) Kokkos::deep_copy(Exec(), o, T(0));
       s_view.reset();
-      Kokkos::parallel_for(
-          "bench::scatter", Kokkos::RangePolicy<Exec, Kokkos::IndexType<i64>>(0, n), [=](i64 i) {
-            auto a = s_view.access();
-            const i64 s = ids[i];
-            map(i, [&](i64 k, T v) { a(s, k) += v; });
-          });
+      Kokkos::parallel_for("bench::scatter",
+                           Kokkos::RangePolicy<Exec, Kokkos::IndexType<i64>>(0, n), [=](i64 i) {
+                             auto a = s_view.access();
+                             const i64 s = ids[i];
+                             map(i, [&](i64 k, T v) { a(s, k) += v; });
+                           });
       Kokkos::Experimental::contribute(o, s_view);
     }
   }
@@ -269,12 +272,12 @@ const char* itype_name() {
   return sizeof(I) == 4 ? "int32" : "int64";
 }
 
-#define SEGOPS_BENCH_CALL(...)          \
+#define SEGOPS_BENCH_CALL(...)               \
   if constexpr (requires { __VA_ARGS__; }) { \
-    __VA_ARGS__;                         \
-    return true;                         \
-  } else {                               \
-    return false;                        \
+    __VA_ARGS__;                             \
+    return true;                             \
+  } else {                                   \
+    return false;                            \
   }
 
 using OutList = std::vector<std::pair<const void*, const Ref*>>;
@@ -293,8 +296,14 @@ struct Case {
   Row row;
 
   Case(const Options& o, i64 n_, i64 len, sb::Regime r, bool sorted_, i64 d_, bool det, bool peers)
-      : opt(o), n(n_), m(sb::num_segments(n_, len, r)), d(d_), regime(r), sorted(sorted_),
-        with_det(det && !sorted_), with_peers(peers) {
+      : opt(o),
+        n(n_),
+        m(sb::num_segments(n_, len, r)),
+        d(d_),
+        regime(r),
+        sorted(sorted_),
+        with_det(det && !sorted_),
+        with_peers(peers) {
     ids_v = sb::make_ids<I>(n, m, regime, sorted);
     ids = Kokkos::View<I*, Host>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "bench::ids"), n);
     std::copy(ids_v.begin(), ids_v.end(), ids.data());
@@ -305,7 +314,8 @@ struct Case {
     if (with_det) seg_det.emplace(exec, ids, m, segops::SegmentsOptions{.deterministic = true});
     row.dtype = dtype_name<T>();
     row.itype = itype_name<I>();
-    row.sorted = std::string(regime == sb::Regime::skew ? "skew-" : "") + (sorted ? "sorted" : "unsorted");
+    row.sorted =
+        std::string(regime == sb::Regime::skew ? "skew-" : "") + (sorted ? "sorted" : "unsorted");
     row.n = n;
     row.m = m;
     row.d = d;
@@ -360,7 +370,9 @@ struct Case {
       if (!call()) {
         if (!g_noted.insert(op + "/" + order).second) return;  // said once per op-order
         note("missing: segops " + op + " " + order + " (no matching segops::segmented_" + op +
-             (order == "fwd" ? "" : order == "bwd" ? "_backward" : "_double_backward") +
+             (order == "fwd"   ? ""
+              : order == "bwd" ? "_backward"
+                               : "_double_backward") +
              " in this build) [" + where() + "]");
         return;
       }
@@ -412,14 +424,15 @@ struct Case {
     one(PeerTag<Peer::omp_atomic>{});
     if (reduces) {
       one(PeerTag<Peer::sv_dup>{});
-      if (opt.full) one(PeerTag<Peer::sv_atomic>{});  // on 2 CPU threads it tracks omp_atomic closely
+      if (opt.full)
+        one(PeerTag<Peer::sv_atomic>{});  // on 2 CPU threads it tracks omp_atomic closely
     }
   }
 };
 
 // ---------------------------------------------------------------- the ops
-// Each op-order: inputs from fixed streams (x=1, y/v/a/A=2, g=3, u=4, w/W/v=5), the double reference
-// with magnitudes, SegOps, and the peers. Peers fuse what a hand-written loop would fuse.
+// Each op-order: inputs from fixed streams (x=1, y/v/a/A=2, g=3, u=4, w/W/v=5), the double
+// reference with magnitudes, SegOps, and the peers. Peers fuse what a hand-written loop would fuse.
 
 template <class T, class I>
 void bench_linear(Case<T, I>& c, const std::string& op, const std::string& order) {
@@ -692,9 +705,8 @@ void bench_mul(Case<T, I>& c, const std::string& order) {
       }
     c.begin("mul", "dbl", {&a, &x, &g, &u, &w}, {{&gg, &rg}, {&xq, &rx}, {&aq, &ra}});
     c.segops([&](auto& seg, auto r) -> bool {
-      SEGOPS_BENCH_CALL(segmented_mul_double_backward(c.exec, seg, a.v(R1{}), x.v(r), g.v(r),
-                                                      u.v(r), w.v(R1{}), gg.v(r), xq.v(r),
-                                                      aq.v(R1{})))
+      SEGOPS_BENCH_CALL(segmented_mul_double_backward(
+          c.exec, seg, a.v(R1{}), x.v(r), g.v(r), u.v(r), w.v(R1{}), gg.v(r), xq.v(r), aq.v(R1{})))
     });
     T *ggp = gg.p(), *xqp = xq.p();
     c.peers(true, [&](auto tag) {
@@ -848,7 +860,8 @@ void bench_matvec(Case<T, I>& c, const std::string& order) {
     for (i64 r = 0; r < D; ++r) {
       double a = 0, b = 0;
       for (i64 cc = 0; cc < D; ++cc) {
-        const double t = double(trans ? Mp[s * DD + cc * D + r] : Mp[s * DD + r * D + cc]) * vp[i * D + cc];
+        const double t =
+            double(trans ? Mp[s * DD + cc * D + r] : Mp[s * DD + r * D + cc]) * vp[i * D + cc];
         a += t;
         b += std::abs(t);
       }
@@ -968,10 +981,10 @@ struct OpOrder {
 // Double backward of the linear family runs the same kernels as a forward (sum's is a sum,
 // broadcast's a broadcast); it is measured in the full sweep only.
 const std::vector<OpOrder> kQuickOps = {
-    {"sum", "fwd"},      {"sum", "bwd"},      {"mean", "fwd"},      {"mean", "bwd"},
-    {"broadcast", "fwd"}, {"broadcast", "bwd"}, {"dot", "fwd"},       {"dot", "bwd"},
-    {"mul", "fwd"},      {"mul", "bwd"},      {"mul", "dbl"},       {"rms_norm", "fwd"},
-    {"rms_norm", "bwd"}, {"rms_norm", "dbl"}, {"matvec", "fwd"},    {"matvec", "bwd"},
+    {"sum", "fwd"},       {"sum", "bwd"},       {"mean", "fwd"},   {"mean", "bwd"},
+    {"broadcast", "fwd"}, {"broadcast", "bwd"}, {"dot", "fwd"},    {"dot", "bwd"},
+    {"mul", "fwd"},       {"mul", "bwd"},       {"mul", "dbl"},    {"rms_norm", "fwd"},
+    {"rms_norm", "bwd"},  {"rms_norm", "dbl"},  {"matvec", "fwd"}, {"matvec", "bwd"},
     {"matvec", "dbl"}};
 const std::vector<OpOrder> kExtraFullOps = {
     {"sum", "dbl"}, {"mean", "dbl"}, {"broadcast", "dbl"}, {"dot", "dbl"}};
@@ -979,11 +992,16 @@ const std::vector<OpOrder> kExtraFullOps = {
 template <class T, class I>
 void bench_one(Case<T, I>& c, const OpOrder& oo) {
   const std::string op = oo.op, order = oo.order;
-  if (op == "sum" || op == "mean" || op == "broadcast") bench_linear(c, op, order);
-  else if (op == "dot") bench_dot(c, order);
-  else if (op == "mul") bench_mul(c, order);
-  else if (op == "rms_norm") bench_rms_norm(c, order);
-  else if (op == "matvec") bench_matvec(c, order);
+  if (op == "sum" || op == "mean" || op == "broadcast")
+    bench_linear(c, op, order);
+  else if (op == "dot")
+    bench_dot(c, order);
+  else if (op == "mul")
+    bench_mul(c, order);
+  else if (op == "rms_norm")
+    bench_rms_norm(c, order);
+  else if (op == "matvec")
+    bench_matvec(c, order);
 }
 
 struct CaseSpec {
@@ -1004,11 +1022,15 @@ void run_spec(const CaseSpec& cs, const Options& opt) {
 
 void run_spec(const CaseSpec& cs, const Options& opt) {
   if (cs.dbl) {
-    if (cs.i64ids) run_spec<double, std::int64_t>(cs, opt);
-    else run_spec<double, std::int32_t>(cs, opt);
+    if (cs.i64ids)
+      run_spec<double, std::int64_t>(cs, opt);
+    else
+      run_spec<double, std::int32_t>(cs, opt);
   } else {
-    if (cs.i64ids) run_spec<float, std::int64_t>(cs, opt);
-    else run_spec<float, std::int32_t>(cs, opt);
+    if (cs.i64ids)
+      run_spec<float, std::int64_t>(cs, opt);
+    else
+      run_spec<float, std::int32_t>(cs, opt);
   }
 }
 
@@ -1042,29 +1064,33 @@ std::vector<CaseSpec> make_sweep(const Options& opt) {
   if (!opt.full) {
     // D = 1 for the ops whose natural data is scalar too; rms_norm and matvec at D = 3 only.
     const std::set<std::string> vec_only = {"rms_norm/fwd", "rms_norm/bwd", "rms_norm/dbl",
-                                            "matvec/fwd", "matvec/bwd", "matvec/dbl"};
+                                            "matvec/fwd",   "matvec/bwd",   "matvec/dbl"};
     std::set<std::string> scalar_ok;
     for (auto& o : kQuickOps)
-      if (!vec_only.count(std::string(o.op) + "/" + o.order)) scalar_ok.insert(std::string(o.op) + "/" + o.order);
+      if (!vec_only.count(std::string(o.op) + "/" + o.order))
+        scalar_ok.insert(std::string(o.op) + "/" + o.order);
     auto all = filter(opt, kQuickOps);
     auto scalar = filter(opt, kQuickOps, scalar_ok);
     for (bool sorted : {true, false}) {
       add({false, false, 100000, 3, sb::Regime::uniform, sorted, 3, false, true, all});
       add({false, false, 1000000, 3, sb::Regime::uniform, sorted, 1, false, true, scalar});
       add({false, false, 1000000, 3, sb::Regime::uniform, sorted, 3, false, true, all});
-      // Long segments (L = 1000) at N = 1e6, sorted only: the unsorted ones go to --full (time budget).
-      if (sorted) add({false, false, 1000000, 1000, sb::Regime::uniform, sorted, 3, false, true, all});
+      // Long segments (L = 1000) at N = 1e6, sorted only: the unsorted ones go to --full (time
+      // budget).
+      if (sorted)
+        add({false, false, 1000000, 1000, sb::Regime::uniform, sorted, 3, false, true, all});
     }
     // The copy-bandwidth targets: sorted float forward/backward of sum, mean, broadcast, dot, mul.
-    const std::set<std::string> target = {"sum/fwd", "sum/bwd", "mean/fwd", "mean/bwd",
-                                          "broadcast/fwd", "broadcast/bwd", "dot/fwd", "dot/bwd",
-                                          "mul/fwd", "mul/bwd"};
+    const std::set<std::string> target = {"sum/fwd",       "sum/bwd",       "mean/fwd", "mean/bwd",
+                                          "broadcast/fwd", "broadcast/bwd", "dot/fwd",  "dot/bwd",
+                                          "mul/fwd",       "mul/bwd"};
     for (i64 d : {i64(1), i64(3)})
       add({false, false, big, 3, sb::Regime::uniform, true, d, false, true,
            filter(opt, kQuickOps, target)});
     // Deterministic vs default on unsorted ids at the largest N (reductions only; peers skipped).
     const std::set<std::string> det = {"sum/fwd", "dot/fwd"};
-    add({false, false, big, 3, sb::Regime::uniform, false, 3, true, false, filter(opt, kQuickOps, det)});
+    add({false, false, big, 3, sb::Regime::uniform, false, 3, true, false,
+         filter(opt, kQuickOps, det)});
     return specs;
   }
   std::vector<OpOrder> all = filter(opt, kQuickOps);
@@ -1086,21 +1112,24 @@ std::vector<CaseSpec> make_sweep(const Options& opt) {
 void measure_copy(const Options& opt) {
   const i64 n = i64(1) << 25;  // 128 MiB of float per array, far beyond the caches
   Kokkos::View<float*, Host> a("bench::copy_a", n), b("bench::copy_b", n);
-  Kokkos::parallel_for("bench::copy_init", Kokkos::RangePolicy<Exec>(0, n),
-                       KOKKOS_LAMBDA(i64 i) { a(i) = float(sb::value(i, 1)); });
+  Kokkos::parallel_for(
+      "bench::copy_init", Kokkos::RangePolicy<Exec>(0, n),
+      KOKKOS_LAMBDA(i64 i) { a(i) = float(sb::value(i, 1)); });
   Row row{"copy", "fwd", "float", "none", "none", n, 0, 1};
   const double bytes = 2.0 * n * sizeof(float);
   const double t1 = time_median(
       [&] {
-        Kokkos::parallel_for("bench::stream_copy", Kokkos::RangePolicy<Exec>(0, n),
-                             KOKKOS_LAMBDA(i64 i) { b(i) = a(i); });
+        Kokkos::parallel_for(
+            "bench::stream_copy", Kokkos::RangePolicy<Exec>(0, n),
+            KOKKOS_LAMBDA(i64 i) { b(i) = a(i); });
       },
       opt);
   const double t2 = time_median([&] { Kokkos::deep_copy(Exec(), b, a); }, opt);
   g_out.copy_gbps = bytes / std::min(t1, t2) / 1e9;
   write_row(row, "stream_copy", t1, bytes);
   write_row(row, "deep_copy", t2, bytes);
-  std::fprintf(stderr, "copy bandwidth: stream_copy %.2f GB/s, deep_copy %.2f GB/s (reference %.2f)\n",
+  std::fprintf(stderr,
+               "copy bandwidth: stream_copy %.2f GB/s, deep_copy %.2f GB/s (reference %.2f)\n",
                bytes / t1 / 1e9, bytes / t2 / 1e9, g_out.copy_gbps);
 }
 
@@ -1160,14 +1189,22 @@ int main(int argc, char** argv) {
       }
       return argv[++k];
     };
-    if (a == "--full") opt.full = true;
-    else if (a == "--min-time") opt.min_time = std::stod(next());
-    else if (a == "--min-runs") opt.min_runs = std::stoi(next());
-    else if (a == "--csv") opt.csv = next();
-    else if (a == "--notes") opt.notes = next();
-    else if (a == "--max-n") opt.max_n = std::stoll(next());
-    else if (a == "--no-overhead") opt.overhead = false;
-    else if (a == "--quiet") opt.progress = false;
+    if (a == "--full")
+      opt.full = true;
+    else if (a == "--min-time")
+      opt.min_time = std::stod(next());
+    else if (a == "--min-runs")
+      opt.min_runs = std::stoi(next());
+    else if (a == "--csv")
+      opt.csv = next();
+    else if (a == "--notes")
+      opt.notes = next();
+    else if (a == "--max-n")
+      opt.max_n = std::stoll(next());
+    else if (a == "--no-overhead")
+      opt.overhead = false;
+    else if (a == "--quiet")
+      opt.progress = false;
     else if (a == "--ops") {
       std::stringstream ss(next());
       for (std::string t; std::getline(ss, t, ',');) opt.ops.insert(t);
@@ -1188,10 +1225,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot open %s or %s\n", opt.csv.c_str(), opt.notes.c_str());
     return 2;
   }
-  std::fprintf(g_out.csv, "op,order,dtype,index_type,N,M,D,sorted,impl,median_s,bytes,gbps,copy_fraction\n");
-  std::fprintf(stderr, "bench_segops: %s sweep on %s with %d threads, min %.2f s and %d runs per measurement\n",
-               opt.full ? "full" : "quick", Exec::name(), int(Exec().concurrency()), opt.min_time,
-               opt.min_runs);
+  std::fprintf(g_out.csv,
+               "op,order,dtype,index_type,N,M,D,sorted,impl,median_s,bytes,gbps,copy_fraction\n");
+  std::fprintf(
+      stderr,
+      "bench_segops: %s sweep on %s with %d threads, min %.2f s and %d runs per measurement\n",
+      opt.full ? "full" : "quick", Exec::name(), int(Exec().concurrency()), opt.min_time,
+      opt.min_runs);
   measure_copy(opt);
   if (opt.overhead) measure_overhead(opt);
   const auto specs = make_sweep(opt);
@@ -1199,6 +1239,7 @@ int main(int argc, char** argv) {
   for (auto& s : specs) run_spec(s, opt);
   std::fclose(g_out.csv);
   std::fclose(g_out.notes);
-  std::fprintf(stderr, "bench_segops: done (%d op-cases, %d wrong results)\n", g_out.done, g_out.wrong);
+  std::fprintf(stderr, "bench_segops: done (%d op-cases, %d wrong results)\n", g_out.done,
+               g_out.wrong);
   return g_out.wrong ? 1 : 0;
 }

@@ -4,7 +4,6 @@
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Graph.hpp>
-
 #include <utility>
 
 namespace segops {
@@ -22,7 +21,8 @@ auto then_ops(const Node& node, const Exec& exec, Ops&& ops) {
   } else
 #endif
   {
-    return node.then_host("segops::then_ops", [exec, ops = std::forward<Ops>(ops)]() { ops(exec); });
+    return node.then_host("segops::then_ops",
+                          [exec, ops = std::forward<Ops>(ops)]() { ops(exec); });
   }
 }
 

@@ -10,13 +10,14 @@
 #include <segops/impl/nonlinear.hpp>
 #include <segops/segments.hpp>
 
-#define SEGOPS_CHECK_ARG(OP, ARG, RANK)                                                    \
-  static_assert(::segops::impl::is_arg_view_v<SEGOPS_T(ARG), SEGOPS_T(exec)> &&              \
-                    SEGOPS_T(ARG)::rank() == RANK,                                          \
-                "segops::" OP ": argument '" #ARG "' must be a Kokkos::View of int32_t or " \
+#define SEGOPS_CHECK_ARG(OP, ARG, RANK)                                         \
+  static_assert(::segops::impl::is_arg_view_v<SEGOPS_T(ARG), SEGOPS_T(exec)> && \
+                    SEGOPS_T(ARG)::rank() == RANK,                              \
+                "segops::" OP ": argument '" #ARG                               \
+                "' must be a Kokkos::View of int32_t or "                       \
                 "int64_t of the per-segment output's shape, accessible from the execution space")
-#define SEGOPS_CHECK_ARG_OUT(OP, ARG, RANK) \
-  SEGOPS_CHECK_ARG(OP, ARG, RANK);         \
+#define SEGOPS_CHECK_ARG_OUT(OP, ARG, RANK)                           \
+  SEGOPS_CHECK_ARG(OP, ARG, RANK);                                    \
   static_assert(!std::is_const_v<typename SEGOPS_T(ARG)::value_type>, \
                 "segops::" OP ": output '" #ARG "' must not be a const View")
 
@@ -37,11 +38,12 @@ void segmented_rms_norm_backward(const Exec& exec, const Seg& seg, const X& x, c
                                  const G& g, const GX& gx) {
   SEGOPS_OP_CHECKS("segmented_rms_norm_backward", (x), (out, g), (), (gx));
   segmented_transform(exec, seg,
-                      RmsBackward<value_t<GX>, T, S, decltype(seg.counts())>{
-                          wr(gx), rd(x), rd(out), rd(g), seg.counts()},
+                      RmsBackward<value_t<GX>, T, S, decltype(seg.counts())>{wr(gx), rd(x), rd(out),
+                                                                             rd(g), seg.counts()},
                       op.label);
 }
-/// u: cotangent of gx. gg_s = n_s sum <u_i, x_i>; x+_i = g_s n_s u_i - g_s n_s^3 c_s (sum <u, x>) x_i.
+/// u: cotangent of gx. gg_s = n_s sum <u_i, x_i>; x+_i = g_s n_s u_i - g_s n_s^3 c_s (sum <u, x>)
+/// x_i.
 template <class Exec, class Seg, class X, class Out, class G, class U, class GG, class XP>
 SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_rms_norm_double_backward(const Exec& exec, const Seg& seg, const X& x,
@@ -87,8 +89,8 @@ void segmented_max_norm_backward(const Exec& exec, const Seg& seg, const X& x, c
   check_segments(op.name, "argmax", seg, argmax);
   check_disjoint(op.name, {SEGOPS_SPAN(gx)}, {SEGOPS_SPAN(argmax)});
   segmented_transform(exec, seg,
-                      MaxNormElement<value_t<GX>, T, S, value_t<Arg>, false>{
-                          wr(gx), rd(x), rd(x), rd(argmax), rd(g)},
+                      MaxNormElement<value_t<GX>, T, S, value_t<Arg>, false>{wr(gx), rd(x), rd(x),
+                                                                             rd(argmax), rd(g)},
                       op.label);
 }
 /// u: cotangent of gx. At i* = argmax(s), p = <x^_{i*}, u_{i*}>: gg_s = p,
@@ -105,10 +107,10 @@ void segmented_max_norm_double_backward(const Exec& exec, const Seg& seg, const 
   using I = value_t<Arg>;
   segment_transform(exec, seg, MaxNormAdjoint<value_t<GG>, T, I>{wr(gg), rd(x), rd(u), rd(argmax)},
                     op.label);
-  segmented_transform(exec, seg,
-                      MaxNormElement<value_t<XP>, T, S, I, true>{wr(xp), rd(x), rd(u), rd(argmax),
-                                                                 rd(g)},
-                      op.label);
+  segmented_transform(
+      exec, seg,
+      MaxNormElement<value_t<XP>, T, S, I, true>{wr(xp), rd(x), rd(u), rd(argmax), rd(g)},
+      op.label);
 }
 
 SEGOPS_DEFAULT_EXEC_OVERLOAD(segmented_rms_norm)

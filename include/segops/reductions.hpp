@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // SegOps: linear per-segment reductions (sum, mean, component_sum, count), with first and second
-// order backward. Element views are (N) or (N, D); per-segment views (M) or (M, D) of the same rank.
-// Each call enqueues work on `exec` and returns: no fence, no allocation, no host copy.
+// order backward. Element views are (N) or (N, D); per-segment views (M) or (M, D) of the same
+// rank. Each call enqueues work on `exec` and returns: no fence, no allocation, no host copy.
 #pragma once
 
 #include <segops/impl/linear_ops.hpp>

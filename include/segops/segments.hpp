@@ -3,16 +3,14 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
 #include <cstdint>
 #include <limits>
-#include <sstream>
-#include <string>
-#include <type_traits>
-
 #include <segops/error.hpp>
 #include <segops/impl/segments_build.hpp>
 #include <segops/impl/views.hpp>
+#include <sstream>
+#include <string>
+#include <type_traits>
 
 namespace segops {
 
@@ -57,9 +55,10 @@ class Segments {
   Segments(const ExecSpace& exec, const IdView& idx, index_type num_segments,
            SegmentsOptions opt = {})
       : m_(num_segments), opt_(opt) {
-    static_assert(Kokkos::is_view_v<IdView> && IdView::rank() == 1 &&
-                      std::is_same_v<typename IdView::non_const_value_type, IdT>,
-                  "segops::Segments: 'idx' must be a rank-1 Kokkos::View of the descriptor's id type");
+    static_assert(
+        Kokkos::is_view_v<IdView> && IdView::rank() == 1 &&
+            std::is_same_v<typename IdView::non_const_value_type, IdT>,
+        "segops::Segments: 'idx' must be a rank-1 Kokkos::View of the descriptor's id type");
     static_assert(std::is_constructible_v<ids_view, IdView>,
                   "segops::Segments: 'idx' must live in the execution space's memory space (any "
                   "layout of rank 1; copy it there first)");
@@ -139,17 +138,19 @@ class Segments {
     }
     const index_type quanta = (n_valid_ + impl::kTileQuantum - 1) / impl::kTileQuantum;
     tile_first_ = index_view("segops::Segments::tile_first", quanta + 1);
-    Kokkos::parallel_for("segops::Segments::tile_first", range(exec, 0, quanta + 1),
-                         impl::TileFirstSegments<index_view, index_view>{offsets_, tile_first_, m_});
+    Kokkos::parallel_for(
+        "segops::Segments::tile_first", range(exec, 0, quanta + 1),
+        impl::TileFirstSegments<index_view, index_view>{offsets_, tile_first_, m_});
     max_count_ = 0;
     if (m_ > 0)
       Kokkos::parallel_reduce("segops::Segments::max_count", range(exec, 0, m_),
-                              impl::MaxCount<index_view>{counts_}, Kokkos::Max<index_type>(max_count_));
+                              impl::MaxCount<index_view>{counts_},
+                              Kokkos::Max<index_type>(max_count_));
 
     index_type cap = opt_.carry_capacity;
     if (cap <= 0)
       cap = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible ? (1 << 16)
-                                                                                : (1 << 20);
+                                                                                 : (1 << 20);
     carry_ = Kokkos::View<double*, memory_space>("segops::Segments::carry", cap);
     carry_idx_ = index_view("segops::Segments::carry_index", cap);
     exec.fence("segops::Segments: descriptor ready");
@@ -185,26 +186,27 @@ template <class IdT, class ExecSpace>
 inline constexpr bool is_segments_v<Segments<IdT, ExecSpace>> = true;
 
 /// Defines NAME(seg, args...) running on a default-constructed instance of the descriptor's space.
-#define SEGOPS_DEFAULT_EXEC_OVERLOAD(NAME)                                \
-  template <class Seg, class... Args>                                      \
-    requires ::segops::is_segments_v<Seg>                                  \
-  void NAME(const Seg& seg, const Args&... args) {                         \
-    NAME(typename Seg::execution_space{}, seg, args...);                   \
+#define SEGOPS_DEFAULT_EXEC_OVERLOAD(NAME)               \
+  template <class Seg, class... Args>                    \
+  requires ::segops::is_segments_v<Seg>                  \
+  void NAME(const Seg& seg, const Args&... args) {       \
+    NAME(typename Seg::execution_space{}, seg, args...); \
   }
 
 /// Constrains an op's first two parameters to an execution-space instance and a descriptor.
 #define SEGOPS_REQUIRES_EXEC(Exec, Seg) \
   requires Kokkos::is_execution_space_v<Exec> && ::segops::is_segments_v<Seg>
-#define SEGOPS_CHECK_EXEC(OP, Exec, Seg)                                                     \
-  static_assert(std::is_same_v<Exec, typename Seg::execution_space>, "segops::" OP            \
+#define SEGOPS_CHECK_EXEC(OP, Exec, Seg)                             \
+  static_assert(std::is_same_v<Exec, typename Seg::execution_space>, \
+                "segops::" OP                                        \
                 ": the execution space instance must be of the descriptor's execution space")
 
 template <class IdView>
 Segments(const IdView&, std::int64_t, SegmentsOptions = {})
     -> Segments<typename IdView::non_const_value_type, typename IdView::execution_space>;
 template <class ExecSpace, class IdView>
-  requires Kokkos::is_execution_space_v<ExecSpace>
-Segments(const ExecSpace&, const IdView&, std::int64_t, SegmentsOptions = {})
-    -> Segments<typename IdView::non_const_value_type, ExecSpace>;
+requires Kokkos::is_execution_space_v<ExecSpace> Segments(const ExecSpace&, const IdView&,
+                                                          std::int64_t, SegmentsOptions = {})
+->Segments<typename IdView::non_const_value_type, ExecSpace>;
 
 }  // namespace segops

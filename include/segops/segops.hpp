@@ -4,10 +4,10 @@
 
 #include <segops/bilinear.hpp>
 #include <segops/broadcast.hpp>
+#include <segops/error.hpp>
 #include <segops/extrema.hpp>
 #include <segops/graph.hpp>
 #include <segops/matvec.hpp>
 #include <segops/norms.hpp>
-#include <segops/error.hpp>
 #include <segops/reductions.hpp>
 #include <segops/segments.hpp>

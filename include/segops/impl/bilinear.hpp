@@ -6,7 +6,6 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
 #include <segops/impl/checks.hpp>
 #include <segops/impl/linear.hpp>
 #include <segops/impl/maps.hpp>
@@ -90,9 +89,8 @@ Term<T, S> term(Mat<const T> t, Mat<const S> c, double f = 1.0) {
 
 template <class O, class T, class S, class... Terms>
 Combination<O, T, S, sizeof...(Terms)> combination(Mat<O> o, const Terms&... terms) {
-  Combination<O, T, S, sizeof...(Terms)> r{o, {terms.t...}, {terms.c...},
-                                            {static_cast<O>(terms.w)...},
-                                            {static_cast<O>(terms.f)...}};
+  Combination<O, T, S, sizeof...(Terms)> r{
+      o, {terms.t...}, {terms.c...}, {static_cast<O>(terms.w)...}, {static_cast<O>(terms.f)...}};
   return r;
 }
 

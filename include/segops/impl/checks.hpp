@@ -8,10 +8,8 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
-#include <type_traits>
-
 #include <segops/impl/views.hpp>
+#include <type_traits>
 
 namespace segops::impl {
 template <class Default, class... Ts>
@@ -44,15 +42,15 @@ struct first_or<Default, T, Ts...> {
 #define SEGOPS_C_NAME(C) SEGOPS_PP_FIRST C
 #define SEGOPS_C_REF(C) SEGOPS_PP_CAT(SEGOPS_C_REF_, 1) C
 #define SEGOPS_C_REF_1(name, ref) ref
-#define SEGOPS_S_EIN(C, a)              \
-  SEGOPS_ELEM_IN(SEGOPS_C_NAME(C), a); \
+#define SEGOPS_S_EIN(C, a)                                \
+  SEGOPS_ELEM_IN(SEGOPS_C_NAME(C), a);                    \
   SEGOPS_SAME_TYPE(SEGOPS_C_NAME(C), a, SEGOPS_C_REF(C)); \
   SEGOPS_CHECK_SAME_RANK(SEGOPS_C_NAME(C), a, SEGOPS_C_REF(C));
-#define SEGOPS_S_EOUT(C, a)              \
+#define SEGOPS_S_EOUT(C, a)             \
   SEGOPS_ELEM_OUT(SEGOPS_C_NAME(C), a); \
   SEGOPS_CHECK_SAME_RANK(SEGOPS_C_NAME(C), a, SEGOPS_C_REF(C));
-#define SEGOPS_S_SIN(C, a)                               \
-  SEGOPS_SCALAR_IN(SEGOPS_C_NAME(C), a);                  \
+#define SEGOPS_S_SIN(C, a)               \
+  SEGOPS_SCALAR_IN(SEGOPS_C_NAME(C), a); \
   SEGOPS_SAME_TYPE(SEGOPS_C_NAME(C), a, SEGOPS_C_REF(C));
 #define SEGOPS_S_SOUT(C, a) SEGOPS_SCALAR_OUT(SEGOPS_C_NAME(C), a);
 #define SEGOPS_R_ROWS(C, a) .rows(#a, a)
@@ -61,27 +59,27 @@ struct first_or<Default, T, Ts...> {
 #define SEGOPS_R_TYPE(C, a) , SEGOPS_T(a)
 
 /// Opens the op: its name and Kokkos Tools region, and T = the value type of view REF.
-#define SEGOPS_OP_BEGIN(NAME, REF)                       \
-  using namespace ::segops::impl;                        \
-  using T = value_t<SEGOPS_T(REF)>;                      \
-  constexpr OpName op = SEGOPS_OP(NAME);                 \
+#define SEGOPS_OP_BEGIN(NAME, REF)       \
+  using namespace ::segops::impl;        \
+  using T = value_t<SEGOPS_T(REF)>;      \
+  constexpr OpName op = SEGOPS_OP(NAME); \
   Kokkos::Profiling::ScopedRegion segops_region(op.label)
 
-#define SEGOPS_OP_CHECKS(NAME, EIN, SIN, SOUT, EOUT)                                             \
-  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(exec), SEGOPS_T(seg));                                        \
-  SEGOPS_PP_EACH(SEGOPS_S_EIN, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EIN)               \
-  SEGOPS_PP_EACH(SEGOPS_S_SIN, (NAME, SEGOPS_PP_FIRST SIN), SEGOPS_PP_UNPAREN SIN)                                 \
-  SEGOPS_PP_EACH(SEGOPS_S_SOUT, (NAME, _), SEGOPS_PP_UNPAREN SOUT)                               \
-  SEGOPS_PP_EACH(SEGOPS_S_EOUT, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EOUT)             \
-  SEGOPS_OP_BEGIN(NAME, SEGOPS_PP_FIRST EIN);                                                    \
+#define SEGOPS_OP_CHECKS(NAME, EIN, SIN, SOUT, EOUT)                                            \
+  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(exec), SEGOPS_T(seg));                                       \
+  SEGOPS_PP_EACH(SEGOPS_S_EIN, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EIN)              \
+  SEGOPS_PP_EACH(SEGOPS_S_SIN, (NAME, SEGOPS_PP_FIRST SIN), SEGOPS_PP_UNPAREN SIN)              \
+  SEGOPS_PP_EACH(SEGOPS_S_SOUT, (NAME, _), SEGOPS_PP_UNPAREN SOUT)                              \
+  SEGOPS_PP_EACH(SEGOPS_S_EOUT, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EOUT)            \
+  SEGOPS_OP_BEGIN(NAME, SEGOPS_PP_FIRST EIN);                                                   \
   using S = typename first_or<T SEGOPS_PP_EACH(SEGOPS_R_TYPE, _, SEGOPS_PP_UNPAREN SIN)>::type; \
-  Extents<SEGOPS_T(seg)>{op.name, seg, width_of(SEGOPS_PP_FIRST EIN)} SEGOPS_PP_EACH(            \
-      SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EIN)                                                   \
-      SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SIN)                                 \
-          SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SOUT)                            \
-              SEGOPS_PP_EACH(SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EOUT);                          \
-  check_disjoint(op.name,                                                                        \
-                 {SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN SOUT)                       \
-                      SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN EOUT)},                 \
-                 {SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN EIN)                        \
+  Extents<SEGOPS_T(seg)>{op.name, seg, width_of(SEGOPS_PP_FIRST EIN)} SEGOPS_PP_EACH(           \
+      SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EIN)                                                  \
+      SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SIN)                                \
+          SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SOUT)                           \
+              SEGOPS_PP_EACH(SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EOUT);                         \
+  check_disjoint(op.name,                                                                       \
+                 {SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN SOUT)                      \
+                      SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN EOUT)},                \
+                 {SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN EIN)                       \
                       SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN SIN)})

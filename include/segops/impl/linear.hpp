@@ -8,7 +8,6 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
 #include <segops/impl/segmented_reduce.hpp>
 #include <segops/impl/segmented_transform.hpp>
 #include <segops/impl/views.hpp>

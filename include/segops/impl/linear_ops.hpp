@@ -3,11 +3,9 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
-#include <type_traits>
-
 #include <segops/impl/linear.hpp>
 #include <segops/impl/views.hpp>
+#include <type_traits>
 
 namespace segops::impl {
 
@@ -72,8 +70,8 @@ template <class Exec, class Seg, class Out>
 void count_op(const Exec& exec, const Seg& seg, const Out& out) {
   static_assert(Kokkos::is_view_v<Out> && Out::rank() == 1 &&
                     (std::is_same_v<typename Out::value_type, std::int32_t> ||
-                     std::is_same_v<typename Out::value_type, std::int64_t>) &&
-                    Kokkos::SpaceAccessibility<Exec, typename Out::memory_space>::accessible,
+                     std::is_same_v<typename Out::value_type, std::int64_t>)&&Kokkos::
+                        SpaceAccessibility<Exec, typename Out::memory_space>::accessible,
                 "segops::segmented_count: argument 'out' must be a non-const rank-1 Kokkos::View "
                 "of int32_t or int64_t accessible from the execution space");
   static_assert(std::is_same_v<Exec, typename Seg::execution_space>,
@@ -82,33 +80,32 @@ void count_op(const Exec& exec, const Seg& seg, const Out& out) {
   constexpr OpName op = SEGOPS_OP("segmented_count");
   Kokkos::Profiling::ScopedRegion region(op.label);
   check_segments(op.name, "out", seg, out);
-  Kokkos::parallel_for(op.label,
-                       Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0,
-                                                                              seg.num_segments()),
-                       CopyCounts<decltype(seg.counts()), Out>{seg.counts(), out});
+  Kokkos::parallel_for(
+      op.label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, seg.num_segments()),
+      CopyCounts<decltype(seg.counts()), Out>{seg.counts(), out});
 }
 
 }  // namespace segops::impl
 
-#define SEGOPS_LINEAR_REDUCE(EXEC, SEG, NAME, X, OUT, FIN)                                 \
-  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(EXEC), SEGOPS_T(SEG));                                  \
-  SEGOPS_CHECK_IN(NAME, X, EXEC, 1, 2, "a rank-1 or rank-2");                              \
-  SEGOPS_CHECK_OUT(NAME, OUT, EXEC, 1, 2, "rank-1 or rank-2");                             \
-  SEGOPS_CHECK_SAME_RANK(NAME, X, OUT);                                                    \
+#define SEGOPS_LINEAR_REDUCE(EXEC, SEG, NAME, X, OUT, FIN)     \
+  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(EXEC), SEGOPS_T(SEG));      \
+  SEGOPS_CHECK_IN(NAME, X, EXEC, 1, 2, "a rank-1 or rank-2");  \
+  SEGOPS_CHECK_OUT(NAME, OUT, EXEC, 1, 2, "rank-1 or rank-2"); \
+  SEGOPS_CHECK_SAME_RANK(NAME, X, OUT);                        \
   ::segops::impl::reduce_op(EXEC, SEG, X, OUT, SEGOPS_OP(NAME), #X, #OUT, FIN)
-#define SEGOPS_LINEAR_GATHER(EXEC, SEG, NAME, V, OUT, SCALE)                               \
-  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(EXEC), SEGOPS_T(SEG));                                  \
-  SEGOPS_CHECK_IN(NAME, V, EXEC, 1, 2, "a rank-1 or rank-2");                              \
-  SEGOPS_CHECK_OUT(NAME, OUT, EXEC, 1, 2, "rank-1 or rank-2");                             \
-  SEGOPS_CHECK_SAME_RANK(NAME, V, OUT);                                                    \
+#define SEGOPS_LINEAR_GATHER(EXEC, SEG, NAME, V, OUT, SCALE)   \
+  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(EXEC), SEGOPS_T(SEG));      \
+  SEGOPS_CHECK_IN(NAME, V, EXEC, 1, 2, "a rank-1 or rank-2");  \
+  SEGOPS_CHECK_OUT(NAME, OUT, EXEC, 1, 2, "rank-1 or rank-2"); \
+  SEGOPS_CHECK_SAME_RANK(NAME, V, OUT);                        \
   ::segops::impl::gather_op(EXEC, SEG, V, OUT, SEGOPS_OP(NAME), #V, #OUT, SCALE)
-#define SEGOPS_COMPONENT_REDUCE(EXEC, SEG, NAME, X, OUT)                                   \
-  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(EXEC), SEGOPS_T(SEG));                                  \
-  SEGOPS_CHECK_IN(NAME, X, EXEC, 2, 2, "a rank-2");                                        \
-  SEGOPS_CHECK_OUT(NAME, OUT, EXEC, 1, 1, "rank-1");                                       \
+#define SEGOPS_COMPONENT_REDUCE(EXEC, SEG, NAME, X, OUT)  \
+  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(EXEC), SEGOPS_T(SEG)); \
+  SEGOPS_CHECK_IN(NAME, X, EXEC, 2, 2, "a rank-2");       \
+  SEGOPS_CHECK_OUT(NAME, OUT, EXEC, 1, 1, "rank-1");      \
   ::segops::impl::component_reduce_op(EXEC, SEG, X, OUT, SEGOPS_OP(NAME), #X, #OUT)
-#define SEGOPS_COMPONENT_GATHER(EXEC, SEG, NAME, G, OUT)                                   \
-  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(EXEC), SEGOPS_T(SEG));                                  \
-  SEGOPS_CHECK_IN(NAME, G, EXEC, 1, 1, "a rank-1");                                        \
-  SEGOPS_CHECK_OUT(NAME, OUT, EXEC, 2, 2, "rank-2");                                       \
+#define SEGOPS_COMPONENT_GATHER(EXEC, SEG, NAME, G, OUT)  \
+  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(EXEC), SEGOPS_T(SEG)); \
+  SEGOPS_CHECK_IN(NAME, G, EXEC, 1, 1, "a rank-1");       \
+  SEGOPS_CHECK_OUT(NAME, OUT, EXEC, 2, 2, "rank-2");      \
   ::segops::impl::component_gather_op(EXEC, SEG, G, OUT, SEGOPS_OP(NAME), #G, #OUT)

@@ -5,7 +5,6 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
 #include <segops/impl/bilinear.hpp>
 #include <segops/impl/views.hpp>
 
@@ -28,7 +27,8 @@ struct MatVec {
       if (s >= 0) {
         for (index_t q = 0; q < x.d; ++q) r += static_cast<O>(a(s, p, q)) * static_cast<O>(x(i, q));
         if constexpr (Two)
-          for (index_t q = 0; q < y.d; ++q) r += static_cast<O>(b(s, p, q)) * static_cast<O>(y(i, q));
+          for (index_t q = 0; q < y.d; ++q)
+            r += static_cast<O>(b(s, p, q)) * static_cast<O>(y(i, q));
       }
       o(i, p) = r;
     }
@@ -52,8 +52,10 @@ void check_matrices(OpName op, const char* name, const Seg& seg, const A& a, ind
                     index_t cols, bool transposed) {
   check_segments(op.name, name, seg, a);
   const index_t r = static_cast<index_t>(a.extent(1)), c = static_cast<index_t>(a.extent(2));
-  check_extent(op.name, name, "extent(1) must match the output row width", transposed ? cols : rows, r);
-  check_extent(op.name, name, "extent(2) must match the input row width", transposed ? rows : cols, c);
+  check_extent(op.name, name, "extent(1) must match the output row width", transposed ? cols : rows,
+               r);
+  check_extent(op.name, name, "extent(2) must match the input row width", transposed ? rows : cols,
+               c);
 }
 
 }  // namespace segops::impl

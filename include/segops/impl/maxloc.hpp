@@ -6,13 +6,11 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
 #include <cstdint>
 #include <limits>
-#include <type_traits>
-
 #include <segops/impl/segmented_reduce.hpp>
 #include <segops/impl/views.hpp>
+#include <type_traits>
 
 namespace segops::impl {
 
@@ -137,16 +135,20 @@ struct MaxLocReducer {
   KOKKOS_FUNCTION void accumulate(index_t s, index_t i) const {
     for (index_t k = 0; k < w; ++k) {
       const V v = value(i, k);
-      if constexpr (Atomic) atomic_improve<V, IsMax>(&out(s, k), v);
-      else if (better<V, IsMax>(v, out(s, k))) out(s, k) = v;
+      if constexpr (Atomic)
+        atomic_improve<V, IsMax>(&out(s, k), v);
+      else if (better<V, IsMax>(v, out(s, k)))
+        out(s, k) = v;
     }
   }
   template <bool Atomic>
   KOKKOS_FUNCTION void arg_pass(index_t s, index_t i) const {
     for (index_t k = 0; k < w; ++k) {
       if (!same_bits(value(i, k), out(s, k))) continue;
-      if constexpr (Atomic) Kokkos::atomic_min(&arg(s, k), static_cast<I>(i));
-      else if (static_cast<I>(i) < arg(s, k)) arg(s, k) = static_cast<I>(i);
+      if constexpr (Atomic)
+        Kokkos::atomic_min(&arg(s, k), static_cast<I>(i));
+      else if (static_cast<I>(i) < arg(s, k))
+        arg(s, k) = static_cast<I>(i);
     }
   }
 };

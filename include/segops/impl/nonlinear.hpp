@@ -5,12 +5,10 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
-#include <type_traits>
-
 #include <segops/impl/bilinear.hpp>
 #include <segops/impl/maxloc.hpp>
 #include <segops/impl/views.hpp>
+#include <type_traits>
 
 namespace segops::impl {
 
@@ -108,7 +106,8 @@ struct MaxNormElement {
       for (index_t d = 0; d < gx.d; ++d) gx(i, d) = k * static_cast<GX>(x(i, d));
     } else {
       GX p = 0;
-      for (index_t d = 0; d < gx.d; ++d) p += static_cast<GX>(x(i, d)) / nrm * static_cast<GX>(u(i, d));
+      for (index_t d = 0; d < gx.d; ++d)
+        p += static_cast<GX>(x(i, d)) / nrm * static_cast<GX>(u(i, d));
       for (index_t d = 0; d < gx.d; ++d)
         gx(i, d) = k * (static_cast<GX>(u(i, d)) - static_cast<GX>(x(i, d)) / nrm * p);
     }

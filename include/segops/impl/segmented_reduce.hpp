@@ -10,10 +10,8 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
-#include <type_traits>
-
 #include <segops/impl/views.hpp>
+#include <type_traits>
 
 namespace segops::impl {
 
@@ -90,8 +88,10 @@ struct TileReduce {
       r.add_scalar(acc, p);
     }
     if (s < s_end) {
-      if (offsets(s + 1) <= hi) r.store_final(s, acc);
-      else r.store_partial(s, acc);  // crosses the tile end: fixup completes it
+      if (offsets(s + 1) <= hi)
+        r.store_final(s, acc);
+      else
+        r.store_partial(s, acc);  // crosses the tile end: fixup completes it
       while (++s < s_end) r.store_final(s, 0);
     }
   }
@@ -129,7 +129,8 @@ struct ElementReduce {
 
 /// Host backends, unsorted ids: partition q owns the segment ids [m q / P, m (q + 1) / P) and scans
 /// every element, adding those it owns with plain adds. No atomics (a locked add stalls the core on
-/// every cache miss of a random scatter), and each segment is summed in element order whatever P is.
+/// every cache miss of a random scatter), and each segment is summed in element order whatever P
+/// is.
 template <class R, class Ids>
 struct OwnerReduce {
   R r;
@@ -167,7 +168,8 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
     // Tiles are the smallest multiple of the quantum whose partials fit the carry: the tiling
     // depends only on N, w and the capacity, never on the thread count.
     const index_t slots = cap / w, quantum = kTileQuantum;
-    const index_t tile = Kokkos::max<index_t>(1, ((n + slots - 1) / slots + quantum - 1) / quantum) * quantum;
+    const index_t tile =
+        Kokkos::max<index_t>(1, ((n + slots - 1) / slots + quantum - 1) / quantum) * quantum;
     const index_t ntiles = n > 0 ? (n + tile - 1) / tile : 1;
     auto run = [&](auto elem) {
       using F = TileReduce<R, decltype(seg.offsets()), decltype(elem), typename Seg::ids_view>;
@@ -177,8 +179,10 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
       Kokkos::parallel_for(label, Sweep(exec, 0, ntiles), f);
       if (ntiles > 1) Kokkos::parallel_for(label, Fixup(exec, 0, ntiles), f);
     };
-    if (seg.sorted()) run(IdentityElem{});
-    else run(PermElem<typename Seg::memory_space>{seg.permutation()});
+    if (seg.sorted())
+      run(IdentityElem{});
+    else
+      run(PermElem<typename Seg::memory_space>{seg.permutation()});
     return;
   }
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
@@ -203,7 +207,8 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
   if constexpr (R::has_finalize) Kokkos::parallel_for(label, Fin(exec, 0, m), f);
 }
 
-// ---- sums of a per-element map: the reducer behind sum, mean, dot, norms, gradients of scales ----
+// ---- sums of a per-element map: the reducer behind sum, mean, dot, norms, gradients of scales
+// ----
 
 /// Map concept: width() accumulators; map(e, f) calls f(w, value) for each contribution of element
 /// e. Out concept: out(s, w) -> acc&. Fin concept: has_finalize; fin(s, out, width).
@@ -252,11 +257,16 @@ struct SumReducer {
   template <class Slot, class Elem>
   KOKKOS_FUNCTION void reduce(Slot d, const Elem& elem, index_t b, index_t e) const {
     switch (w) {
-      case 1: return reduce_scalar(d, elem, b, e);
-      case 2: return reduce_fixed<2>(d, elem, b, e);
-      case 3: return reduce_fixed<3>(d, elem, b, e);
-      case 4: return reduce_fixed<4>(d, elem, b, e);
-      default: break;
+      case 1:
+        return reduce_scalar(d, elem, b, e);
+      case 2:
+        return reduce_fixed<2>(d, elem, b, e);
+      case 3:
+        return reduce_fixed<3>(d, elem, b, e);
+      case 4:
+        return reduce_fixed<4>(d, elem, b, e);
+      default:
+        break;
     }
     if (w <= kLocal) {
       Acc a[kLocal] = {};
@@ -316,15 +326,17 @@ struct SumReducer {
   template <bool Atomic>
   KOKKOS_FUNCTION void accumulate(index_t s, index_t i) const {
     map(i, [&](index_t k, Acc v) {
-      if constexpr (Atomic) Kokkos::atomic_add(&out(s, k), v);
-      else out(s, k) += v;
+      if constexpr (Atomic)
+        Kokkos::atomic_add(&out(s, k), v);
+      else
+        out(s, k) += v;
     });
   }
 };
 
 template <class Acc, class Map, class Out, class Fin = NoFinalize>
 SumReducer<Acc, Map, Out, Fin> make_sum_reducer(const Map& map, const Out& out, Acc* carry,
-                                                 index_t width, Fin fin = {}) {
+                                                index_t width, Fin fin = {}) {
   return {map, out, fin, carry, width};
 }
 

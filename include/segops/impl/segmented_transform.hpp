@@ -4,7 +4,6 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-
 #include <segops/impl/views.hpp>
 
 namespace segops::impl {
@@ -23,19 +22,16 @@ struct ElementTransform {
 template <class Exec, class Seg, class F>
 void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const char* label) {
   using Functor = ElementTransform<F, typename Seg::ids_view>;
-  Kokkos::parallel_for(label,
-                       Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0,
-                                                                              seg.num_elements()),
-                       Functor{f, seg.ids(), seg.num_segments()});
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, seg.num_elements()),
+      Functor{f, seg.ids(), seg.num_segments()});
 }
 
 /// The per-segment counterpart: f(s) for every segment (gathers from an arg element, say).
 template <class Exec, class Seg, class F>
 void segment_transform(const Exec& exec, const Seg& seg, const F& f, const char* label) {
-  Kokkos::parallel_for(label,
-                       Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0,
-                                                                              seg.num_segments()),
-                       f);
+  Kokkos::parallel_for(
+      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, seg.num_segments()), f);
 }
 
 /// No scaling of gathered rows.

@@ -3,9 +3,8 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
-#include <Kokkos_Sort.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
-
+#include <Kokkos_Sort.hpp>
 #include <segops/impl/views.hpp>
 
 namespace segops::impl {
@@ -45,8 +44,10 @@ KOKKOS_FUNCTION index_t lower_bound(const V& v, index_t n, index_t value) {
   index_t lo = 0, hi = n;
   while (lo < hi) {
     const index_t mid = lo + (hi - lo) / 2;
-    if (static_cast<index_t>(v(mid)) < value) lo = mid + 1;
-    else hi = mid;
+    if (static_cast<index_t>(v(mid)) < value)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return lo;
 }

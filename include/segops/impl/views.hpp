@@ -4,14 +4,12 @@
 
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
-
 #include <cstdint>
 #include <initializer_list>
+#include <segops/error.hpp>
 #include <sstream>
 #include <string>
 #include <type_traits>
-
-#include <segops/error.hpp>
 
 namespace segops::impl {
 
@@ -57,9 +55,12 @@ auto as_mat(const V& v) {
 
 template <class V>
 auto as_mat3(const V& v) {
-  Mat3<typename V::value_type> m{v.data(), static_cast<index_t>(v.extent(0)),
-                                 static_cast<index_t>(v.extent(1)), static_cast<index_t>(v.extent(2)),
-                                 static_cast<index_t>(v.stride(0)), static_cast<index_t>(v.stride(1)),
+  Mat3<typename V::value_type> m{v.data(),
+                                 static_cast<index_t>(v.extent(0)),
+                                 static_cast<index_t>(v.extent(1)),
+                                 static_cast<index_t>(v.extent(2)),
+                                 static_cast<index_t>(v.stride(0)),
+                                 static_cast<index_t>(v.stride(1)),
                                  static_cast<index_t>(v.stride(2))};
   return m;
 }
@@ -67,8 +68,8 @@ auto as_mat3(const V& v) {
 // ---- static checks: one trait per argument kind, one readable message each ----
 
 template <class T>
-inline constexpr bool is_real_v = std::is_same_v<std::remove_cv_t<T>, float> ||
-                                  std::is_same_v<std::remove_cv_t<T>, double>;
+inline constexpr bool is_real_v =
+    std::is_same_v<std::remove_cv_t<T>, float> || std::is_same_v<std::remove_cv_t<T>, double>;
 
 template <class V, class Exec>
 inline constexpr bool is_accessible_view_v = [] {
@@ -98,19 +99,20 @@ inline constexpr bool is_output_view_v = [] {
 
 /// Static argument checks: one trait, one message naming the op, the argument and what it must be.
 #define SEGOPS_T(v) std::remove_cvref_t<decltype(v)>
-#define SEGOPS_CHECK_VIEW(OP, ARG, V, EXEC, TRAIT, MINR, MAXR, WHAT)                       \
-  static_assert(::segops::impl::TRAIT<V, EXEC, MINR, MAXR>,                              \
-                "segops::" OP ": argument '" ARG "' must be " WHAT                       \
+#define SEGOPS_CHECK_VIEW(OP, ARG, V, EXEC, TRAIT, MINR, MAXR, WHAT)                      \
+  static_assert(::segops::impl::TRAIT<V, EXEC, MINR, MAXR>,                               \
+                "segops::" OP ": argument '" ARG "' must be " WHAT                        \
                 " Kokkos::View of float or double whose memory space is accessible from " \
                 "the execution space")
 #define SEGOPS_CHECK_IN(OP, ARG, EXEC, MINR, MAXR, WHAT) \
   SEGOPS_CHECK_VIEW(OP, #ARG, SEGOPS_T(ARG), SEGOPS_T(EXEC), is_data_view_v, MINR, MAXR, WHAT)
-#define SEGOPS_CHECK_OUT(OP, ARG, EXEC, MINR, MAXR, WHAT)                                \
+#define SEGOPS_CHECK_OUT(OP, ARG, EXEC, MINR, MAXR, WHAT)                                  \
   SEGOPS_CHECK_VIEW(OP, #ARG, SEGOPS_T(ARG), SEGOPS_T(EXEC), is_output_view_v, MINR, MAXR, \
                     "a non-const " WHAT)
-#define SEGOPS_CHECK_SAME_RANK(OP, A, B)                                                  \
-  static_assert(int(SEGOPS_T(A)::rank()) == int(SEGOPS_T(B)::rank()),                    \
-                "segops::" OP ": arguments '" #A "' and '" #B "' must have the same rank " \
+#define SEGOPS_CHECK_SAME_RANK(OP, A, B)                              \
+  static_assert(int(SEGOPS_T(A)::rank()) == int(SEGOPS_T(B)::rank()), \
+                "segops::" OP ": arguments '" #A "' and '" #B         \
+                "' must have the same rank "                          \
                 "(both rank-1 or both rank-2)")
 
 // ---- host-side checks, run before any kernel is enqueued ----
@@ -130,8 +132,10 @@ inline void check_extent(const char* op, const char* arg, const char* what, inde
 
 template <class V>
 index_t width_of(const V& v) {
-  if constexpr (V::rank() >= 2) return static_cast<index_t>(v.extent(1));
-  else return 1;
+  if constexpr (V::rank() >= 2)
+    return static_cast<index_t>(v.extent(1));
+  else
+    return 1;
 }
 
 /// Throws when the memory spans of an output and an input overlap (they must not alias).
@@ -249,8 +253,9 @@ struct Extents {
 #define SEGOPS_SPAN(ARG) ::segops::impl::span_of(#ARG, ARG)
 
 /// Element inputs of one call share one value type, and so do per-segment inputs.
-#define SEGOPS_SAME_TYPE(OP, A, B)                                                      \
-  static_assert(std::is_same_v<typename SEGOPS_T(A)::non_const_value_type,            \
-                               typename SEGOPS_T(B)::non_const_value_type>,           \
-                "segops::" OP ": arguments '" #A "' and '" #B "' must have the same " \
+#define SEGOPS_SAME_TYPE(OP, A, B)                                          \
+  static_assert(std::is_same_v<typename SEGOPS_T(A)::non_const_value_type,  \
+                               typename SEGOPS_T(B)::non_const_value_type>, \
+                "segops::" OP ": arguments '" #A "' and '" #B               \
+                "' must have the same "                                     \
                 "value type")
