@@ -45,11 +45,11 @@ struct Combination {
   KOKKOS_FUNCTION void row(index_t i, index_t s) const {
     O k[K];
     for (int j = 0; j < K; ++j) k[j] = w[j] + (f[j] != O(0) ? f[j] * seg_value<O>(c[j], s) : O(0));
-    for (index_t d = 0; d < o.d; ++d) {
+    for_cols(o.d, [&](index_t d) {
       O r = 0;
       for (int j = 0; j < K; ++j) r += k[j] * static_cast<O>(t[j](i, d));
       o(i, d) = r;
-    }
+    });
   }
 };
 
@@ -102,7 +102,7 @@ struct AxpyInPlace {
   Mat<const S> a;
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
     const Y k = seg_value<Y>(a, s);
-    for (index_t d = 0; d < y.d; ++d) y(i, d) += k * static_cast<Y>(x(i, d));
+    for_cols(y.d, [&](index_t d) { y(i, d) += k * static_cast<Y>(x(i, d)); });
   }
 };
 

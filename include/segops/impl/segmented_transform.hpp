@@ -8,23 +8,40 @@
 
 namespace segops::impl {
 
-template <class F, class Ids>
+/// Elements in blocks of kBlock: on host backends each call runs one block with the functor and the
+/// id accessor copied into locals, so their fields stay in registers across the loop (a per-element
+/// call reloads them after every store through an output pointer). On GPUs a block is one element.
+template <class Exec>
+inline constexpr index_t element_block_v =
+    Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible ? 512 : 1;
+
+template <class F, class IdT, index_t Block>
 struct ElementTransform {
   F f;
-  Ids ids;
-  index_t m;
-  KOKKOS_FUNCTION void operator()(index_t i) const {
-    const index_t s = static_cast<index_t>(ids(i));
-    f(i, s >= 0 && s < m ? s : index_t(-1));
+  const IdT* ids;
+  index_t stride, n, m;
+  KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
+    const F fl = f;
+    const IdT* id = ids;
+    const index_t st = stride, mm = m, lo = blk * Block, hi = Kokkos::min(n, lo + Block);
+    for (index_t i = lo; i < hi; ++i) {
+      const index_t s = static_cast<index_t>(id[i * st]);
+      fl(i, s >= 0 && s < mm ? s : index_t(-1));
+    }
   }
 };
 
 template <class Exec, class Seg, class F>
 void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const char* label) {
-  using Functor = ElementTransform<F, typename Seg::ids_view>;
+  using IdT = typename Seg::ids_view::value_type;
+  constexpr index_t block = element_block_v<Exec>;
+  const index_t n = seg.num_elements();
+  const auto ids = seg.ids();
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, seg.num_elements()),
-      Functor{f, seg.ids(), seg.num_segments()});
+      label,
+      Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (n + block - 1) / block),
+      ElementTransform<F, std::remove_const_t<IdT>, block>{
+          f, ids.data(), static_cast<index_t>(ids.stride(0)), n, seg.num_segments()});
 }
 
 /// The per-segment counterpart: f(s) for every segment (gathers from an arg element, say).
@@ -56,18 +73,14 @@ struct GatherRows {
   Scale scale;
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
     if (s < 0) {
-      for (index_t d = 0; d < o.d; ++d) o(i, d) = T(0);
+      for_cols(o.d, [&](index_t d) { o(i, d) = T(0); });
       return;
     }
     if constexpr (Scale::identity) {
-      if (o.d == 1) {
-        o(i, 0) = static_cast<T>(v(s, 0));
-        return;
-      }
-      for (index_t d = 0; d < o.d; ++d) o(i, d) = static_cast<T>(v(s, d));
+      for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)); });
     } else {
       const T c = static_cast<T>(scale(s));
-      for (index_t d = 0; d < o.d; ++d) o(i, d) = static_cast<T>(v(s, d)) / c;
+      for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)) / c; });
     }
   }
 };

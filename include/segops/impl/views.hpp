@@ -30,6 +30,37 @@ struct Mat {
   KOKKOS_FUNCTION T& operator()(index_t i) const { return ptr[i * s0]; }
 };
 
+/// Host builds with GCC or Clang: inline every call in the marked function, so per-element
+/// functors and their column loops (for_cols) compile into one loop body.
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#define SEGOPS_FLATTEN __attribute__((flatten))
+#else
+#define SEGOPS_FLATTEN
+#endif
+
+/// f(d) for every column d of a row of width w. Widths 1 to 4 (scalars and 3-vectors above all)
+/// are unrolled with constant column indices, so a per-element loop carries no inner loop and
+/// no trip-count checks; wider rows take a plain loop.
+template <class F>
+KOKKOS_FORCEINLINE_FUNCTION void for_cols(index_t w, const F& f) {
+  switch (w) {
+    case 1:
+      f(index_t(0));
+      return;
+    case 2:
+      f(index_t(0)), f(index_t(1));
+      return;
+    case 3:
+      f(index_t(0)), f(index_t(1)), f(index_t(2));
+      return;
+    case 4:
+      f(index_t(0)), f(index_t(1)), f(index_t(2)), f(index_t(3));
+      return;
+    default:
+      for (index_t d = 0; d < w; ++d) f(d);
+  }
+}
+
 /// Per-segment matrices A(M, R, C), normalised the same way.
 template <class T>
 struct Mat3 {
