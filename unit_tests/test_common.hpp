@@ -79,6 +79,12 @@ inline std::vector<Case> regimes(std::uint64_t seed, bool sorted) {
     add("mixed", c);
   }
   add("whole_array", {5000});
+  {  // many tiles of short segments (lengths 0..5): the position walk, its stream cuts, empty
+     // segments and segments crossing tile ends
+    std::vector<i64> c(2400);
+    for (auto& x : c) x = rng() % 6;
+    add("short_many_tiles", c);
+  }
   return cases;
 }
 

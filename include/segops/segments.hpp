@@ -97,6 +97,10 @@ class Segments {
   /// Scratch for reductions (internal): partial results of segments that cross tiles.
   Kokkos::View<double*, memory_space> carry() const { return carry_; }
   Kokkos::View<index_type*, memory_space> carry_index() const { return carry_idx_; }
+  /// Scratch for sums over unsorted ids on host backends (internal): per-thread output copies.
+  /// Empty on GPUs, for sorted ids, with the deterministic option, or when it would exceed the
+  /// budget (see the constructor).
+  Kokkos::View<double*, memory_space> workspace() const { return workspace_; }
 
  private:
   void build(const ExecSpace& exec) {
@@ -153,6 +157,17 @@ class Segments {
                                                                                  : (1 << 20);
     carry_ = Kokkos::View<double*, memory_space>("segops::Segments::carry", cap);
     carry_idx_ = index_view("segops::Segments::carry_index", cap);
+    // Host backends, unsorted ids, default options: room for (threads - 1) output copies of rows
+    // of 4 doubles (sums over unsorted ids give each thread its own copy), unless that is more
+    // than 4 N doubles (then sums take the segment-owner schedule, which needs none).
+    if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
+      const index_type copies = static_cast<index_type>(exec.concurrency()) - 1;
+      if (!sorted_ && !opt_.deterministic && copies > 0 && m_ > 0 &&
+          copies * m_ * kWorkspaceRow <= 4 * n_valid_)
+        workspace_ = Kokkos::View<double*, memory_space>(
+            Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::workspace"),
+            copies * m_ * kWorkspaceRow);
+    }
     exec.fence("segops::Segments: descriptor ready");
   }
 
@@ -171,6 +186,7 @@ class Segments {
                          impl::KeysToPerm<index_view>{perm_, n_});
   }
 
+  static constexpr index_type kWorkspaceRow = 4;  // doubles per segment and output copy
   ids_view ids_;
   index_type n_ = 0, m_ = 0, n_valid_ = 0, max_count_ = 0;
   SegmentsOptions opt_;
@@ -178,6 +194,7 @@ class Segments {
   index_view counts_, offsets_, perm_, tile_first_;
   Kokkos::View<double*, memory_space> carry_;
   index_view carry_idx_;
+  Kokkos::View<double*, memory_space> workspace_;
 };
 
 template <class T>

@@ -65,6 +65,7 @@ struct MaxLocReducer {
   static constexpr bool has_finalize = true;
   static constexpr bool has_arg_pass = true;
   static constexpr bool can_walk = false;
+  static constexpr bool can_privatize = false;
   using acc_type = V;
   static constexpr int kBlock = 8;
   static constexpr I kUnset = std::numeric_limits<I>::max();  // atomic schedule's "no index yet"

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <cstdint>
 #include <segops/impl/views.hpp>
 #include <type_traits>
 
@@ -65,9 +66,23 @@ struct TileReduce {
     if (lo < head_end) r.reduce(CarrySlot{t}, elem, lo, head_end);
     const index_t s_end = t == ntiles - 1 ? m : first_segment_at(hi);
     if constexpr (std::is_same_v<Elem, IdentityElem> && R::can_walk) {
-      // Short segments (under 8 positions on average): one pass over positions reading the ids
-      // (4 or 8 bytes each) beats one loop per segment reading offsets.
-      if (r.width() == 1 && (s_end - s) * 8 > hi - head_end) return walk(head_end, hi, s, s_end);
+      // Short segments (under 8 positions on average) in rows of 1 to 4 accumulators: one
+      // branch-free pass over positions reading the ids beats one loop per segment reading offsets
+      // (whose exits mispredict when lengths vary).
+      if ((s_end - s) * 8 > hi - head_end) {
+        switch (r.width()) {
+          case 1:
+            return walk<1>(head_end, hi, s, s_end);
+          case 2:
+            return walk<2>(head_end, hi, s, s_end);
+          case 3:
+            return walk<3>(head_end, hi, s, s_end);
+          case 4:
+            return walk<4>(head_end, hi, s, s_end);
+          default:
+            break;
+        }
+      }
     }
     for (; s < s_end; ++s) {
       const index_t e = offsets(s + 1);
@@ -75,24 +90,79 @@ struct TileReduce {
       if (e <= hi) r.finalize(s);
     }
   }
-  /// Positions [b, hi) hold segments s .. s_end-1 (s starting at b); sums each in position order.
+  /// Positions [b, hi) hold segments s .. s_end-1 (s starting at b). A running row sum, restarted
+  /// where the id changes, is stored to the element's segment at every position, so the last store
+  /// of a segment leaves its sum, added in position order. The range is cut at segment starts into
+  /// kStreams streams walked in lockstep: the running sums are dependency chains, and independent
+  /// chains overlap. Empty segments are zeroed as they are passed; finalize runs afterwards over
+  /// the segments that end inside the tile (one that crosses the tile end is completed and
+  /// finalized by the fixup). The cuts depend only on the ids and the tiling, so results stay
+  /// reproducible.
+  static constexpr int kStreams = 4;
+  template <int W>
   KOKKOS_FUNCTION void walk(index_t b, index_t hi, index_t s, index_t s_end) const {
-    typename R::acc_type acc = 0;
-    for (index_t p = b; p < hi; ++p) {
-      const index_t sp = static_cast<index_t>(ids(p));
-      if (sp != s) {
-        r.store_final(s, acc);
-        while (++s < sp) r.store_final(s, 0);  // empty segments in between
-        acc = 0;
+    using Acc = typename R::acc_type;
+    using Bits = std::conditional_t<sizeof(Acc) == 8, std::uint64_t, std::uint32_t>;
+    static_assert(sizeof(Acc) == sizeof(Bits));
+    constexpr int K = kStreams;
+    const R rl = r;  // locals: the fields stay in registers across the stores
+    const Ids id = ids;
+    struct Stream {
+      index_t prev;
+      Acc acc[W];
+    };
+    index_t q[K + 1];
+    Stream st[K];
+    q[0] = b;
+    q[K] = hi;
+    st[0] = Stream{s - 1, {}};
+    for (int k = 1; k < K; ++k) {
+      index_t p = Kokkos::max(q[k - 1], b + (hi - b) * k / K);
+      if (p > b && p < hi) {
+        const index_t sp = static_cast<index_t>(id(p));
+        if (static_cast<index_t>(id(p - 1)) == sp) p = Kokkos::min(offsets(sp + 1), hi);
       }
-      r.add_scalar(acc, p);
+      q[k] = p;
+      st[k] = Stream{p > b ? static_cast<index_t>(id(p - 1)) : s - 1, {}};
     }
-    if (s < s_end) {
-      if (offsets(s + 1) <= hi)
-        r.store_final(s, acc);
-      else
-        r.store_partial(s, acc);  // crosses the tile end: fixup completes it
-      while (++s < s_end) r.store_final(s, 0);
+    auto step = [&](Stream& x, index_t p) {
+      const index_t sp = static_cast<index_t>(id(p));
+      if (sp > x.prev + 1) rl.zero_rows(x.prev + 1, sp);  // empty segments (rare: predictable)
+      // keep the running sum where the id repeats, else restart: a bit mask, not a branch (a
+      // ternary compiles to a jump that mispredicts whenever segment lengths vary)
+      const Bits keep = Bits(0) - Bits(sp == x.prev);
+      Acc v[W] = {};
+      rl.template contribution<W>(p, v);
+      for (int j = 0; j < W; ++j)
+        x.acc[j] = v[j] + Kokkos::bit_cast<Acc>(Kokkos::bit_cast<Bits>(x.acc[j]) & keep);
+      rl.template store_row<W>(sp, x.acc);
+      x.prev = sp;
+    };
+    index_t common = hi - b;
+    for (int k = 0; k < K; ++k) common = Kokkos::min(common, q[k + 1] - q[k]);
+    {
+      static_assert(K == 4, "the lockstep loop below names four streams");
+      Stream s0 = st[0], s1 = st[1], s2 = st[2], s3 = st[3];  // in registers
+      const index_t q0 = q[0], q1 = q[1], q2 = q[2], q3 = q[3];
+      for (index_t j = 0; j < common; ++j) {
+        step(s0, q0 + j);
+        step(s1, q1 + j);
+        step(s2, q2 + j);
+        step(s3, q3 + j);
+      }
+      st[0] = s0;
+      st[1] = s1;
+      st[2] = s2;
+      st[3] = s3;
+    }
+    for (int k = 0; k < K; ++k)
+      for (index_t p = q[k] + common; p < q[k + 1]; ++p) step(st[k], p);
+    const index_t last = st[K - 1].prev;
+    // trailing empty segments (only the last tile has segments after its last position)
+    if (last + 1 < s_end) rl.zero_rows(last + 1, s_end);
+    if constexpr (R::has_finalize) {
+      const index_t done = last >= s && offsets(last + 1) > hi ? last : s_end;
+      for (index_t u = s; u < done; ++u) rl.finalize(u);
     }
   }
   KOKKOS_FUNCTION void operator()(FixupTag, index_t t) const {
@@ -125,6 +195,45 @@ struct ElementReduce {
     if (s >= 0 && s < m) r.template arg_pass<Atomic>(s, i);
   }
   KOKKOS_FUNCTION void operator()(FinalizeTag, index_t s) const { r.finalize(s); }
+};
+
+/// Host backends, unsorted ids, sums (default mode): part q of P adds the elements
+/// [n q / P, n (q + 1) / P) into its own copy of the output (part 0 into the output itself, the
+/// others into zeroed scratch) with plain adds; a pass over the segments then adds the copies into
+/// the output in part order and finalizes. Branch-free per element, every element read once; the
+/// result depends on P (the thread count), as the default mode allows.
+template <class R, class Ids>
+struct PrivateReduce {
+  struct SumTag {};
+  struct CombineTag {};
+  using Acc = typename R::acc_type;
+  R r;
+  Ids ids;
+  Acc* scratch;
+  index_t n, m, w, parts;
+  KOKKOS_FUNCTION void operator()(SumTag, index_t q) const {
+    const R rl = r;  // locals: the fields stay in registers across the stores
+    const Ids id = ids;
+    const index_t lo = n * q / parts, hi = n * (q + 1) / parts, mm = m, ww = w;
+    if (q == 0) {
+      for (index_t s = 0; s < mm; ++s) rl.init(OutSlot{s});
+      for (index_t i = lo; i < hi; ++i) {
+        const index_t s = static_cast<index_t>(id(i));
+        if (s >= 0 && s < mm) rl.template accumulate<false>(s, i);  // dropped ids: predictable
+      }
+      return;
+    }
+    Acc* buf = scratch + (q - 1) * mm * ww;
+    for (index_t k = 0; k < mm * ww; ++k) buf[k] = Acc(0);
+    for (index_t i = lo; i < hi; ++i) {
+      const index_t s = static_cast<index_t>(id(i));
+      if (s >= 0 && s < mm) rl.add_into(buf + s * ww, i);
+    }
+  }
+  KOKKOS_FUNCTION void operator()(CombineTag, index_t s) const {
+    for (index_t q = 1; q < parts; ++q) r.add_row(OutSlot{s}, scratch + ((q - 1) * m + s) * w);
+    r.finalize(s);
+  }
 };
 
 /// Host backends, unsorted ids: partition q owns the segment ids [m q / P, m (q + 1) / P) and scans
@@ -186,6 +295,34 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
     return;
   }
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+    if constexpr (R::can_privatize) {
+      // One output copy per thread where the descriptor holds room for them (see its workspace);
+      // never for a deterministic descriptor (rows too wide to tile land here), whose results must
+      // not depend on the threads.
+      using Acc = typename R::acc_type;
+      static_assert(sizeof(Acc) <= sizeof(double));
+      const index_t n = seg.num_elements(), parts = Kokkos::max<index_t>(1, exec.concurrency());
+      const auto ws = seg.workspace();
+      const index_t room =
+          static_cast<index_t>(ws.extent(0)) * index_t(sizeof(double) / sizeof(Acc));
+      if (!seg.deterministic() && (parts == 1 || (parts - 1) * m * w <= room)) {
+        Acc* scratch = parts > 1 ? reinterpret_cast<Acc*>(ws.data()) : nullptr;
+        using F = PrivateReduce<R, typename Seg::ids_view>;
+        F f{r, seg.ids(), scratch, n, m, w, parts};
+        Kokkos::parallel_for(
+            label,
+            Kokkos::RangePolicy<Exec, typename F::SumTag, Kokkos::Schedule<Kokkos::Static>,
+                                Kokkos::IndexType<index_t>>(exec, 0, parts),
+            f);
+        if (parts > 1 || R::has_finalize)
+          Kokkos::parallel_for(
+              label,
+              Kokkos::RangePolicy<Exec, typename F::CombineTag, Kokkos::IndexType<index_t>>(exec, 0,
+                                                                                            m),
+              f);
+        return;
+      }
+    }
     const index_t parts = Kokkos::min<index_t>(8, Kokkos::max<index_t>(1, exec.concurrency()));
     Kokkos::parallel_for(
         label,
@@ -311,17 +448,33 @@ struct SumReducer {
     for (index_t k = 0; k < w; ++k) ref(d, k) += ref(c, k);
   }
   KOKKOS_FUNCTION void finalize(index_t s) const { fin(s, out, w); }
-  // width-1 position walk (TileReduce::walk)
-  KOKKOS_FUNCTION void add_scalar(Acc& acc, index_t e) const {
-    map(e, [&](index_t, Acc v) { acc += v; });
+  // TileReduce::walk: one element's contributions to a row of W accumulators, a row store, and
+  // zero rows for the empty segments [b, e).
+  template <int W>
+  KOKKOS_FUNCTION void contribution(index_t e, Acc (&v)[W]) const {
+    if constexpr (requires { map.template fixed<W>(e, [](index_t, Acc) {}); })
+      map.template fixed<W>(e, [&](index_t k, Acc x) { v[k] += x; });
+    else
+      map(e, [&](index_t k, Acc x) { v[k] += x; });
   }
-  KOKKOS_FUNCTION void store_partial(index_t s, Acc acc) const { out(s, 0) = acc; }
-  KOKKOS_FUNCTION void store_final(index_t s, Acc acc) const {
-    out(s, 0) = acc;
-    fin(s, out, 1);
+  template <int W>
+  KOKKOS_FUNCTION void store_row(index_t s, const Acc (&a)[W]) const {
+    for (int k = 0; k < W; ++k) out(s, k) = a[k];
+  }
+  KOKKOS_FUNCTION void zero_rows(index_t b, index_t e) const {
+    for (index_t s = b; s < e; ++s)
+      for (index_t k = 0; k < w; ++k) out(s, k) = Acc(0);
   }
   KOKKOS_FUNCTION void init(OutSlot d) const {
     for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
+  }
+  // PrivateReduce: element e added into a scratch row; a scratch row added into an output row.
+  static constexpr bool can_privatize = true;
+  KOKKOS_FUNCTION void add_into(Acc* row, index_t e) const {
+    map(e, [&](index_t k, Acc v) { row[k] += v; });
+  }
+  KOKKOS_FUNCTION void add_row(OutSlot d, const Acc* row) const {
+    for (index_t k = 0; k < w; ++k) ref(d, k) += row[k];
   }
   template <bool Atomic>
   KOKKOS_FUNCTION void accumulate(index_t s, index_t i) const {
