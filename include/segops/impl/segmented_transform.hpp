@@ -79,8 +79,8 @@ struct GatherRows {
     if constexpr (Scale::identity) {
       for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)); });
     } else {
-      const T c = static_cast<T>(scale(s));
-      for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)) / c; });
+      const T rc = T(1) / static_cast<T>(scale(s));  // one division per row
+      for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)) * rc; });
     }
   }
 };
