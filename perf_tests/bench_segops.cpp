@@ -1087,6 +1087,10 @@ std::vector<CaseSpec> make_sweep(const Options& opt) {
     for (i64 d : {i64(1), i64(3)})
       add({false, false, big, 3, sb::Regime::uniform, true, d, false, true,
            filter(opt, kQuickOps, target)});
+    // The same at L = 1000 (a few thousand atoms per system), SegOps only (time budget).
+    for (i64 d : {i64(1), i64(3)})
+      add({false, false, big, 1000, sb::Regime::uniform, true, d, false, false,
+           filter(opt, kQuickOps, target)});
     // Deterministic vs default on unsorted ids at the largest N (reductions only; peers skipped).
     const std::set<std::string> det = {"sum/fwd", "dot/fwd"};
     add({false, false, big, 3, sb::Regime::uniform, false, 3, true, false,

@@ -97,19 +97,22 @@ def main():
     # ---- copy-bandwidth targets at the largest N
     big = max((r["N"] for r in data), default=0)
     tgt = [r for r in data if r["N"] == big and r["sorted"] == "sorted" and r["impl"] == "segops"]
+    tgt.sort(key=lambda r: (r["N"] // max(r["M"], 1), r["D"]))  # by L, then D
     if tgt:
         print()
         print(f"Copy-bandwidth targets, sorted float, N={big} (fwd >= 70%, bwd >= 60% of copy):")
         for r in tgt:
             goal = 0.7 if r["order"] == "fwd" else 0.6
             peers = [p for p in data if p["N"] == big and p["op"] == r["op"] and p["order"] == r["order"]
-                     and p["D"] == r["D"] and p["sorted"] == "sorted" and not is_segops(p["impl"])]
+                     and p["D"] == r["D"] and p["M"] == r["M"] and p["sorted"] == "sorted"
+                     and not is_segops(p["impl"])]
             bp = max(peers, key=lambda p: p["gbps"], default=None)
             ok = "ok" if r["copy_fraction"] >= goal else "BELOW"
-            print(f"  {r['op']:<10}{r['order']:<4} D={r['D']}  {r['gbps']:6.2f} GB/s  {r['copy_fraction'] * 100:5.1f}% of copy"
+            length = round(r["N"] / max(r["M"], 1))
+            print(f"  {r['op']:<10}{r['order']:<4} L={length:<5} D={r['D']}  {r['gbps']:6.2f} GB/s  {r['copy_fraction'] * 100:5.1f}% of copy"
                   f"  [{ok}]" + (f"  best peer {bp['impl']} {bp['gbps']:.2f} GB/s" if bp else ""))
             if ok != "ok":
-                below.append(f"{r['op']} {r['order']} sorted N={big} D={r['D']}: {r['copy_fraction'] * 100:.0f}% of copy (< {goal * 100:.0f}%)")
+                below.append(f"{r['op']} {r['order']} sorted N={big} L={length} D={r['D']}: {r['copy_fraction'] * 100:.0f}% of copy (< {goal * 100:.0f}%)")
 
     # ---- deterministic vs default
     det = [r for r in data if r["impl"] == "segops_det"]
