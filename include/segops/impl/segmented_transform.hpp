@@ -24,10 +24,16 @@ struct ElementTransform {
     const F fl = f;
     const IdT* id = ids;
     const index_t st = stride, mm = m, lo = blk * Block, hi = Kokkos::min(n, lo + Block);
-    for (index_t i = lo; i < hi; ++i) {
-      const index_t s = static_cast<index_t>(id[i * st]);
-      fl(i, s >= 0 && s < mm ? s : index_t(-1));
-    }
+    auto run = [&](auto unit) {
+      for (index_t i = lo; i < hi; ++i) {
+        const index_t s = static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
+        fl(i, s >= 0 && s < mm ? s : index_t(-1));
+      }
+    };
+    if (st == 1)  // contiguous ids (the usual case): no stride multiply in the loop
+      run(std::true_type{});
+    else
+      run(std::false_type{});
   }
 };
 
