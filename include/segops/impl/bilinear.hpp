@@ -42,14 +42,33 @@ struct Combination {
   Kokkos::Array<Mat<const T>, K> t;
   Kokkos::Array<Mat<const S>, K> c;
   Kokkos::Array<O, K> w, f;
+  KOKKOS_FUNCTION void coefficients(index_t s, O (&k)[K]) const {
+    for (int j = 0; j < K; ++j) k[j] = w[j] + (f[j] != O(0) ? f[j] * seg_value<O>(c[j], s) : O(0));
+  }
   KOKKOS_FUNCTION void row(index_t i, index_t s) const {
     O k[K];
-    for (int j = 0; j < K; ++j) k[j] = w[j] + (f[j] != O(0) ? f[j] * seg_value<O>(c[j], s) : O(0));
+    coefficients(s, k);
     for_cols(o.d, [&](index_t d) {
       O r = 0;
       for (int j = 0; j < K; ++j) r += k[j] * static_cast<O>(t[j](i, d));
       o(i, d) = r;
     });
+  }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    const index_t pw = packed_width_of(o);
+    for (int j = 0; j < K; ++j)
+      if (packed_width_of(t[j]) != pw) return 0;
+    return pw;
+  }
+  template <int W>
+  KOKKOS_FUNCTION void packed(index_t i, index_t s) const {
+    O k[K];
+    coefficients(s, k);
+    for (int d = 0; d < W; ++d) {
+      O r = 0;
+      for (int j = 0; j < K; ++j) r += k[j] * static_cast<O>(t[j].ptr[i * W + d]);
+      o.ptr[i * W + d] = r;
+    }
   }
 };
 
@@ -63,12 +82,25 @@ struct Combinations {
     b.row(i, s);
   }
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    return a.packed_width() == b.packed_width() ? a.packed_width() : 0;
+  }
+  template <int W>
+  KOKKOS_FUNCTION void packed(index_t i, index_t s) const {
+    a.template packed<W>(i, s);
+    b.template packed<W>(i, s);
+  }
 };
 template <class C1>
 struct Combinations<C1, void> {
   C1 a;
   KOKKOS_FUNCTION void row(index_t i, index_t s) const { a.row(i, s); }
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
+  KOKKOS_FUNCTION index_t packed_width() const { return a.packed_width(); }
+  template <int W>
+  KOKKOS_FUNCTION void packed(index_t i, index_t s) const {
+    a.template packed<W>(i, s);
+  }
 };
 
 /// Term k of a Combination: element row t times (w + f * c(s)).

@@ -9,12 +9,6 @@
 
 namespace segops::impl {
 
-/// Rows stored back to back (row-major, no padding): the element range is one flat array.
-template <class T>
-KOKKOS_FUNCTION bool packed(const Mat<T>& m) {
-  return m.s0 == m.d && (m.d == 1 || m.s1 == 1);
-}
-
 template <class Acc, class A, class B>
 KOKKOS_FUNCTION Acc row_dot(const Mat<const A>& a, const Mat<const B>& b, index_t e) {
   Acc r = 0;

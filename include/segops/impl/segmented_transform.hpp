@@ -22,12 +22,27 @@ struct ElementTransform {
   index_t stride, n, m;
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
     const F fl = f;
+    if constexpr (Block > 1 && requires { fl.packed_width(); }) {
+      switch (fl.packed_width()) {  // packed rows of width 1 or 3: constant strides in the loop
+        case 1:
+          return rows(blk, [&](index_t i, index_t s) { fl.template packed<1>(i, s); });
+        case 3:
+          return rows(blk, [&](index_t i, index_t s) { fl.template packed<3>(i, s); });
+        default:
+          break;
+      }
+    }
+    rows(blk, fl);
+  }
+  /// g(i, s(i)) over the block, s = -1 for a dropped id.
+  template <class G>
+  KOKKOS_FORCEINLINE_FUNCTION void rows(index_t blk, const G& g) const {
     const IdT* id = ids;
     const index_t st = stride, mm = m, lo = blk * Block, hi = Kokkos::min(n, lo + Block);
     auto run = [&](auto unit) {
       for (index_t i = lo; i < hi; ++i) {
         const index_t s = static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
-        fl(i, s >= 0 && s < mm ? s : index_t(-1));
+        g(i, s >= 0 && s < mm ? s : index_t(-1));
       }
     };
     if (st == 1)  // contiguous ids (the usual case): no stride multiply in the loop
@@ -82,11 +97,31 @@ struct GatherRows {
       for_cols(o.d, [&](index_t d) { o(i, d) = T(0); });
       return;
     }
+    row(
+        o.d, s, [&](index_t d) -> T& { return o(i, d); }, [&](index_t d) { return v(s, d); });
+  }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    return packed_width_of(o) == packed_width_of(v) ? packed_width_of(o) : 0;
+  }
+  template <int W>
+  KOKKOS_FUNCTION void packed(index_t i, index_t s) const {
+    T* op = o.ptr + i * W;
+    if (s < 0) {
+      for (int d = 0; d < W; ++d) op[d] = T(0);
+      return;
+    }
+    const S* vp = v.ptr + s * W;
+    row(
+        W, s, [&](index_t d) -> T& { return op[d]; }, [&](index_t d) { return vp[d]; });
+  }
+  /// out(d) = in(d) [/ scale(s)] for d < w
+  template <class Out, class In>
+  KOKKOS_FORCEINLINE_FUNCTION void row(index_t w, index_t s, const Out& out, const In& in) const {
     if constexpr (Scale::identity) {
-      for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)); });
+      for_cols(w, [&](index_t d) { out(d) = static_cast<T>(in(d)); });
     } else {
       const T rc = T(1) / static_cast<T>(scale(s));  // one division per row
-      for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)) * rc; });
+      for_cols(w, [&](index_t d) { out(d) = static_cast<T>(in(d)) * rc; });
     }
   }
 };

@@ -61,6 +61,19 @@ KOKKOS_FORCEINLINE_FUNCTION void for_cols(index_t w, const F& f) {
   }
 }
 
+/// Rows stored back to back (row-major, no padding): element (i, d) at ptr[i * d_count + d].
+template <class T>
+KOKKOS_FUNCTION bool packed(const Mat<T>& m) {
+  return m.s0 == m.d && (m.d == 1 || m.s1 == 1);
+}
+/// Width of packed rows, or 0. Per-element functors that offer
+/// packed_width() and packed<W>(i, s) get a loop with the width and the strides known at compile
+/// time (segmented_transform) when all their element rows are packed.
+template <class T>
+KOKKOS_FUNCTION index_t packed_width_of(const Mat<T>& m) {
+  return packed(m) ? m.d : 0;
+}
+
 /// Per-segment matrices A(M, R, C), normalised the same way.
 template <class T>
 struct Mat3 {
