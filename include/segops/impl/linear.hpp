@@ -20,7 +20,7 @@ struct RowMap {
   Mat<const T> x;
   template <class F>
   KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
-    for (index_t d = 0; d < x.d; ++d) f(d, static_cast<Acc>(x(e, d)));
+    for_cols(x.d, [&](index_t d) { f(d, static_cast<Acc>(x(e, d))); });
   }
   template <int W, class F>  // x.d == W known at compile time: unrolled, accumulators in registers
   KOKKOS_FUNCTION void fixed(index_t e, F&& f) const {

@@ -12,7 +12,7 @@ namespace segops::impl {
 template <class Acc, class A, class B>
 KOKKOS_FUNCTION Acc row_dot(const Mat<const A>& a, const Mat<const B>& b, index_t e) {
   Acc r = 0;
-  for (index_t d = 0; d < a.d; ++d) r += static_cast<Acc>(a(e, d)) * static_cast<Acc>(b(e, d));
+  for_cols(a.d, [&](index_t d) { r += static_cast<Acc>(a(e, d)) * static_cast<Acc>(b(e, d)); });
   return r;
 }
 

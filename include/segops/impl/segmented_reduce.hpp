@@ -59,7 +59,7 @@ struct TileReduce {
   KOKKOS_FUNCTION index_t first_segment_at(index_t pos) const {
     return tile_first(pos / kTileQuantum);
   }
-  KOKKOS_FUNCTION void operator()(SweepTag, index_t t) const {
+  KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(SweepTag, index_t t) const {
     const index_t lo = t * tile, hi = Kokkos::min(n, lo + tile);
     index_t s = first_segment_at(lo);
     const index_t head_end = s < m ? Kokkos::min(offsets(s), hi) : hi;
@@ -211,7 +211,7 @@ struct PrivateReduce {
   Ids ids;
   Acc* scratch;
   index_t n, m, w, parts;
-  KOKKOS_FUNCTION void operator()(SumTag, index_t q) const {
+  KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(SumTag, index_t q) const {
     const R rl = r;  // locals: the fields stay in registers across the stores
     const Ids id = ids;
     const index_t lo = n * q / parts, hi = n * (q + 1) / parts, mm = m, ww = w;
@@ -245,7 +245,7 @@ struct OwnerReduce {
   R r;
   Ids ids;
   index_t n, m, parts;
-  KOKKOS_FUNCTION void operator()(index_t q) const {
+  KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t q) const {
     const index_t lo = m * q / parts, hi = m * (q + 1) / parts;
     for (index_t s = lo; s < hi; ++s) r.init(OutSlot{s});
     for (index_t i = 0; i < n; ++i) {

@@ -30,9 +30,11 @@ struct Mat {
   KOKKOS_FUNCTION T& operator()(index_t i) const { return ptr[i * s0]; }
 };
 
-/// Host builds with GCC or Clang: inline every call in the marked function, so per-element
-/// functors and their column loops (for_cols) compile into one loop body.
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+/// Host builds with GCC or Clang: inline every call in the marked function (a kernel body), so
+/// per-element functors, maps and their column loops (for_cols) compile into one loop body. Off
+/// under AddressSanitizer, where it would only cost compile time.
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    !defined(__SANITIZE_ADDRESS__)
 #define SEGOPS_FLATTEN __attribute__((flatten))
 #else
 #define SEGOPS_FLATTEN
