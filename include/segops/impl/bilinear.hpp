@@ -42,10 +42,10 @@ struct Combination {
   Kokkos::Array<Mat<const T>, K> t;
   Kokkos::Array<Mat<const S>, K> c;
   Kokkos::Array<O, K> w, f;
-  KOKKOS_FUNCTION void coefficients(index_t s, O (&k)[K]) const {
+  KOKKOS_FORCEINLINE_FUNCTION void coefficients(index_t s, O (&k)[K]) const {
     for (int j = 0; j < K; ++j) k[j] = w[j] + (f[j] != O(0) ? f[j] * seg_value<O>(c[j], s) : O(0));
   }
-  KOKKOS_FUNCTION void row(index_t i, index_t s) const {
+  KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const {
     O k[K];
     coefficients(s, k);
     for_cols(o.d, [&](index_t d) {
@@ -61,7 +61,7 @@ struct Combination {
     return pw;
   }
   template <int W>
-  KOKKOS_FUNCTION void packed(index_t i, index_t s) const {
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     O k[K];
     coefficients(s, k);
     for (int d = 0; d < W; ++d) {
@@ -77,16 +77,16 @@ template <class C1, class C2 = void>
 struct Combinations {
   C1 a;
   C2 b;
-  KOKKOS_FUNCTION void row(index_t i, index_t s) const {
+  KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const {
     a.row(i, s);
     b.row(i, s);
   }
-  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
+  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
   KOKKOS_FUNCTION index_t packed_width() const {
     return a.packed_width() == b.packed_width() ? a.packed_width() : 0;
   }
   template <int W>
-  KOKKOS_FUNCTION void packed(index_t i, index_t s) const {
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     a.template packed<W>(i, s);
     b.template packed<W>(i, s);
   }
@@ -94,11 +94,11 @@ struct Combinations {
 template <class C1>
 struct Combinations<C1, void> {
   C1 a;
-  KOKKOS_FUNCTION void row(index_t i, index_t s) const { a.row(i, s); }
-  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
+  KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const { a.row(i, s); }
+  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
   KOKKOS_FUNCTION index_t packed_width() const { return a.packed_width(); }
   template <int W>
-  KOKKOS_FUNCTION void packed(index_t i, index_t s) const {
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     a.template packed<W>(i, s);
   }
 };

@@ -92,7 +92,7 @@ struct GatherRows {
   Mat<T> o;
   Mat<const S> v;
   Scale scale;
-  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
+  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
     if (s < 0) {
       for_cols(o.d, [&](index_t d) { o(i, d) = T(0); });
       return;
@@ -104,7 +104,7 @@ struct GatherRows {
     return packed_width_of(o) == packed_width_of(v) ? packed_width_of(o) : 0;
   }
   template <int W>
-  KOKKOS_FUNCTION void packed(index_t i, index_t s) const {
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     T* op = o.ptr + i * W;
     if (s < 0) {
       for (int d = 0; d < W; ++d) op[d] = T(0);
