@@ -107,6 +107,7 @@ struct OuterMap {
 /// Several per-segment scalar outputs (M) seen as one (M, K) accumulator row.
 template <class Acc, int K>
 struct OutTuple {
+  static constexpr int static_width = K;
   Kokkos::Array<Mat<Acc>, K> outs;
   KOKKOS_FUNCTION Acc& operator()(index_t s, index_t k) const { return outs[k](s); }
 };

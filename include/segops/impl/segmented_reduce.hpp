@@ -70,15 +70,20 @@ struct TileReduce {
       // branch-free pass over positions reading the ids beats one loop per segment reading offsets
       // (whose exits mispredict when lengths vary).
       if ((s_end - s) * 8 > hi - head_end) {
+        // (only widths the output can have: a walk wider than a fixed-width output would never
+        // run, and is not instantiated)
         switch (r.width()) {
           case 1:
             return walk<1>(head_end, hi, s, s_end);
           case 2:
-            return walk<2>(head_end, hi, s, s_end);
+            if constexpr (R::max_walk_width >= 2) return walk<2>(head_end, hi, s, s_end);
+            break;
           case 3:
-            return walk<3>(head_end, hi, s, s_end);
+            if constexpr (R::max_walk_width >= 3) return walk<3>(head_end, hi, s, s_end);
+            break;
           case 4:
-            return walk<4>(head_end, hi, s, s_end);
+            if constexpr (R::max_walk_width >= 4) return walk<4>(head_end, hi, s, s_end);
+            break;
           default:
             break;
         }
@@ -377,6 +382,12 @@ struct SumReducer {
   static constexpr bool has_finalize = Fin::has_finalize;
   static constexpr bool has_arg_pass = false;
   static constexpr bool can_walk = true;
+  static constexpr int max_walk_width = [] {
+    if constexpr (requires { Out::static_width; })
+      return Out::static_width;
+    else
+      return 4;
+  }();
   static constexpr int kLocal = 8;  // rows up to this width accumulate in registers
   Map map;
   Out out;
