@@ -43,7 +43,7 @@ struct RowSumMap {
     for (index_t d = 0; d < x.d; ++d) a += static_cast<Acc>(x(e, d));
     f(0, a);
   }
-  KOKKOS_FUNCTION bool contiguous() const { return x.s0 == x.d && (x.d == 1 || x.s1 == 1); }
+  KOKKOS_FUNCTION bool contiguous() const { return packed(x); }
   KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
     const T* p = x.ptr + b * x.d;
     return flat_sum8<Acc>((e - b) * x.d, [p](index_t q) { return static_cast<Acc>(p[q]); });
