@@ -11,7 +11,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SEGOPS_BUILD_DIR:-$root/build}
 jobs=${SEGOPS_JOBS:-$(nproc)}
-step() { echo; echo "=== segops test: $*"; }
+start=$SECONDS
+step() { echo; echo "=== segops test [$((SECONDS - start)) s]: $*"; }
 
 step "checking Debian packages"
 need=()
@@ -61,4 +62,5 @@ step "host build and test suite"
 cmake -S "$root" -B "$build/host" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$host_kokkos" >/dev/null
 cmake --build "$build/host" -j "$jobs"
 cd "$build/host"
+step "ctest (host)"
 ctest --output-on-failure -j 1
