@@ -337,6 +337,59 @@ TEST(Linear, NanAndInfPropagate) {
   }
 }
 
+/// Sorted segments of every length 0..40 (host builds sum short ones with masked vector loads that
+/// read past the segment's end), each followed by a segment full of NaN and Inf: the reads past a
+/// segment must not reach its sum, and each sum must match the double reference.
+template <class T>
+void short_runs_ignore_neighbours() {
+  std::vector<i64> counts;
+  for (i64 len = 0; len <= 40; ++len) counts.insert(counts.end(), {len, 1 + len % 5});
+  for (int rep = 0; rep < 300; ++rep) counts.insert(counts.end(), {rep % 7, 1});  // short tiles
+  const Case c{"short_runs", ids_from_counts(counts), static_cast<i64>(counts.size())};
+  const auto seg = make_segments<std::int32_t>(c, Mode::Sorted);
+  std::mt19937_64 rng(61);
+  for (i64 d : {1, 2, 3}) {
+    auto x = random_vector<T>(rng, c.n() * d), y = random_vector<T>(rng, c.n() * d);
+    for (i64 i = 0; i < c.n(); ++i)
+      if (c.ids[i] % 2 == 1)  // odd segments are poison
+        for (i64 j = 0; j < d; ++j) {
+          x[i * d + j] = (i + j) % 2 ? std::numeric_limits<T>::infinity()
+                                     : std::numeric_limits<T>::quiet_NaN();
+          y[i * d + j] = -x[i * d + j];
+        }
+    std::vector<double> sum(c.m * d, 0.0), comp(c.m, 0.0), dotv(c.m, 0.0);
+    for (i64 i = 0; i < c.n(); ++i)
+      for (i64 j = 0; j < d; ++j) {
+        sum[c.ids[i] * d + j] += double(x[i * d + j]);
+        comp[c.ids[i]] += double(x[i * d + j]);
+        dotv[c.ids[i]] += double(x[i * d + j]) * double(y[i * d + j]);
+      }
+    const auto xv = device_matrix<T>(x, c.n(), d), yv = device_matrix<T>(y, c.n(), d);
+    const auto o_sum = poisoned_view<T, 2>(c.m, d);
+    const auto o_comp = poisoned_view<T, 1>(c.m, 1), o_dot = poisoned_view<T, 1>(c.m, 1);
+    segops::segmented_sum(seg, xv, o_sum);
+    segops::segmented_component_sum(seg, xv, o_comp);
+    segops::segmented_dot(seg, xv, yv, o_dot);
+    const auto h_sum = to_host(o_sum), h_comp = to_host(o_comp), h_dot = to_host(o_dot);
+    const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+    for (i64 s = 0; s < c.m; ++s) {
+      const std::string where = "D=" + std::to_string(d) + " segment " + std::to_string(s) +
+                                " of length " + std::to_string(counts[s]);
+      if (s % 2 == 1) {
+        EXPECT_FALSE(std::isfinite(h_comp[s])) << where;
+        continue;
+      }
+      for (i64 j = 0; j < d; ++j)
+        EXPECT_NEAR(h_sum[s * d + j], sum[s * d + j], tol * (1 + std::abs(sum[s * d + j])))
+            << "sum " << where;
+      EXPECT_NEAR(h_comp[s], comp[s], tol * (1 + std::abs(comp[s]))) << "component_sum " << where;
+      EXPECT_NEAR(h_dot[s], dotv[s], tol * (1 + std::abs(dotv[s]))) << "dot " << where;
+    }
+  }
+}
+TEST(Linear, ShortRunsIgnoreNeighboursFloat) { short_runs_ignore_neighbours<float>(); }
+TEST(Linear, ShortRunsIgnoreNeighboursDouble) { short_runs_ignore_neighbours<double>(); }
+
 // ---- finite differences ----
 
 /// Runs `op` on double LayoutRight views built from `in`; returns its output on the host.

@@ -28,8 +28,7 @@ struct RowMap {
   }
   KOKKOS_FUNCTION bool contiguous() const { return x.d == 1 && x.s0 == 1; }
   KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
-    const T* p = x.ptr + b;
-    return flat_sum8<Acc>(e - b, [p](index_t q) { return static_cast<Acc>(p[q]); });
+    return run_sum<Acc>(x.ptr + b, e - b, x.n - b);
   }
 };
 
@@ -45,8 +44,7 @@ struct RowSumMap {
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(x); }
   KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
-    const T* p = x.ptr + b * x.d;
-    return flat_sum8<Acc>((e - b) * x.d, [p](index_t q) { return static_cast<Acc>(p[q]); });
+    return run_sum<Acc>(x.ptr + b * x.d, (e - b) * x.d, (x.n - b) * x.d);
   }
 };
 

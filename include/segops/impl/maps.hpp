@@ -27,11 +27,8 @@ struct DotMap {
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(a) && packed(b); }
   KOKKOS_FUNCTION Acc flat_sum(index_t lo, index_t hi) const {
-    const A* p = a.ptr + lo * a.d;
-    const B* q = b.ptr + lo * b.d;
-    return flat_sum8<Acc>((hi - lo) * a.d, [p, q](index_t k) {
-      return static_cast<Acc>(p[k]) * static_cast<Acc>(q[k]);
-    });
+    const index_t room = Kokkos::min(a.n, b.n) - lo;
+    return run_dot<Acc>(a.ptr + lo * a.d, b.ptr + lo * b.d, (hi - lo) * a.d, room * a.d);
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <cstdint>
+#include <segops/impl/host_vectors.hpp>
 #include <segops/impl/views.hpp>
 #include <type_traits>
 
@@ -68,8 +69,9 @@ struct TileReduce {
     if constexpr (std::is_same_v<Elem, IdentityElem> && R::can_walk) {
       // Short segments (under 8 positions on average) in rows of 1 to 4 accumulators: one
       // branch-free pass over positions reading the ids beats one loop per segment reading offsets
-      // (whose exits mispredict when lengths vary).
-      if ((s_end - s) * 8 > hi - head_end) {
+      // (whose exits mispredict when lengths vary), unless the map sums each segment as one
+      // contiguous run with masked vectors (host builds), which beats both.
+      if ((s_end - s) * 8 > hi - head_end && !r.vector_runs()) {
         // (only widths the output can have: a walk wider than a fixed-width output would never
         // run, and is not instantiated)
         switch (r.width()) {
@@ -354,22 +356,6 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
 
 /// Map concept: width() accumulators; map(e, f) calls f(w, value) for each contribution of element
 /// e. Out concept: out(s, w) -> acc&. Fin concept: has_finalize; fin(s, out, width).
-/// Sum of f(q) for q in [0, n) with eight interleaved partial sums (vectorisable, fixed order).
-template <class Acc, class F>
-KOKKOS_FUNCTION Acc flat_sum8(index_t n, const F& f) {
-  if (n < 8) {  // short segments: no partial sums to combine
-    Acc r = 0;
-    for (index_t q = 0; q < n; ++q) r += f(q);
-    return r;
-  }
-  Acc a[8] = {};
-  index_t q = 0;
-  for (; q + 8 <= n; q += 8)
-    for (int j = 0; j < 8; ++j) a[j] += f(q + j);
-  for (; q < n; ++q) a[0] += f(q);
-  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-}
-
 struct NoFinalize {
   static constexpr bool has_finalize = false;
   template <class Out>
@@ -424,6 +410,13 @@ struct SumReducer {
       for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
       for (index_t p = b; p < e; ++p) map(elem(p), [&](index_t k, Acc v) { ref(d, k) += v; });
     }
+  }
+  /// Sorted segments of one accumulator that the map sums as contiguous runs, with host vectors.
+  KOKKOS_FUNCTION bool vector_runs() const {
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (requires { map.contiguous(); }) return w == 1 && map.contiguous();
+#endif
+    return false;
   }
   template <class Slot, class Elem>
   KOKKOS_FUNCTION void reduce_scalar(Slot d, const Elem& elem, index_t b, index_t e) const {

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// Short contiguous runs summed with 16-byte vectors (host builds with GCC or Clang; SSE2 on the
+// x86-64 baseline, NEON on AArch64). A sorted segment of a few elements is one run: summing it
+// with a fixed number of masked vector loads costs the same whatever its length, so consecutive
+// segments neither wait on each other nor mispredict a loop exit.
+#pragma once
+
+#include <cstdint>
+#include <segops/impl/views.hpp>
+#include <type_traits>
+
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__) && \
+    !defined(SYCL_LANGUAGE_VERSION)
+#define SEGOPS_HOST_VECTORS 1
+#endif
+
+namespace segops::impl {
+
+#ifdef SEGOPS_HOST_VECTORS
+template <class T>
+struct HostVec {
+  static constexpr bool ok = false;
+};
+template <>
+struct HostVec<float> {
+  static constexpr bool ok = true;
+  using type = float __attribute__((vector_size(16)));
+  using bits = std::int32_t __attribute__((vector_size(16)));
+  using scalar_bits = std::int32_t;
+};
+template <>
+struct HostVec<double> {
+  static constexpr bool ok = true;
+  using type = double __attribute__((vector_size(16)));
+  using bits = std::int64_t __attribute__((vector_size(16)));
+  using scalar_bits = std::int64_t;
+};
+
+/// Runs of up to kRunVectors vectors (16 floats, 8 doubles) take the masked path.
+inline constexpr int kRunVectors = 4;
+template <class T>
+inline constexpr index_t kRunLength = kRunVectors* index_t(16 / sizeof(T));
+
+/// kRunLength all-ones words then as many zeros: the mask of the first `len` elements of a run is
+/// the window starting kRunLength - len words in.
+template <class T>
+struct RunWindow {
+  using B = typename HostVec<T>::scalar_bits;
+  static constexpr int K = static_cast<int>(kRunLength<T>);
+  alignas(16) B w[2 * K];
+  constexpr RunWindow() : w{} {
+    for (int k = 0; k < K; ++k) w[k] = B(-1);
+  }
+};
+template <class T>
+inline constexpr RunWindow<T> kRunWindow{};
+
+template <class V, class S>
+inline V load_vec(const S* p) {
+  V v;
+  __builtin_memcpy(&v, p, sizeof(V));
+  return v;
+}
+
+/// Sum of the first `len` (<= kRunLength<T>) elements of a run whose vector j is load(j * lanes);
+/// every load must be readable, the lanes past `len` are masked off (whatever they hold). The
+/// order of the additions depends only on len.
+template <class T, class Load>
+inline T masked_run_sum(index_t len, const Load& load) {
+  using V = typename HostVec<T>::type;
+  using B = typename HostVec<T>::bits;
+  constexpr int lanes = 16 / sizeof(T);
+  const auto* win = kRunWindow<T>.w + (kRunLength<T> - len);
+  V acc[2] = {};
+  for (int j = 0; j < kRunVectors; ++j) {
+    const B m = load_vec<B>(win + j * lanes);
+    acc[j & 1] += (V)((B)load(j * lanes) & m);  // vector casts keep the bits
+  }
+  const V t = acc[0] + acc[1];
+  if constexpr (lanes == 4) {
+    const V h = t + __builtin_shufflevector(t, t, 2, 3, 2, 3);
+    return h[0] + h[1];
+  } else {
+    return t[0] + t[1];
+  }
+}
+#endif
+
+/// Sum of f(q) for q in [0, n) with eight interleaved partial sums (vectorisable, fixed order).
+template <class Acc, class F>
+KOKKOS_FUNCTION Acc flat_sum8(index_t n, const F& f) {
+  if (n < 8) {  // short segments: no partial sums to combine
+    Acc r = 0;
+    for (index_t q = 0; q < n; ++q) r += f(q);
+    return r;
+  }
+  Acc a[8] = {};
+  index_t q = 0;
+  for (; q + 8 <= n; q += 8)
+    for (int j = 0; j < 8; ++j) a[j] += f(q + j);
+  for (; q < n; ++q) a[0] += f(q);
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+/// Sum of p[0 .. len); `room` elements from p on are readable. Short runs take the masked vector
+/// path where the run's full vectors are readable.
+template <class Acc, class T>
+KOKKOS_FUNCTION Acc run_sum(const T* p, index_t len, index_t room) {
+#ifdef SEGOPS_HOST_VECTORS
+  if constexpr (std::is_same_v<Acc, T> && HostVec<T>::ok) {
+    using V = typename HostVec<T>::type;
+    if (len <= kRunLength<T> && room >= kRunLength<T>)
+      return masked_run_sum<T>(len, [p](int k) { return load_vec<V>(p + k); });
+  }
+#else
+  (void)room;
+#endif
+  return flat_sum8<Acc>(len, [p](index_t k) { return static_cast<Acc>(p[k]); });
+}
+
+/// Sum of p[k] * q[k] for k in [0, len), as run_sum.
+template <class Acc, class A, class B>
+KOKKOS_FUNCTION Acc run_dot(const A* p, const B* q, index_t len, index_t room) {
+#ifdef SEGOPS_HOST_VECTORS
+  if constexpr (std::is_same_v<Acc, A> && std::is_same_v<Acc, B> && HostVec<Acc>::ok) {
+    using V = typename HostVec<Acc>::type;
+    if (len <= kRunLength<Acc> && room >= kRunLength<Acc>)
+      return masked_run_sum<Acc>(len,
+                                 [p, q](int k) { return load_vec<V>(p + k) * load_vec<V>(q + k); });
+  }
+#else
+  (void)room;
+#endif
+  return flat_sum8<Acc>(
+      len, [p, q](index_t k) { return static_cast<Acc>(p[k]) * static_cast<Acc>(q[k]); });
+}
+
+}  // namespace segops::impl
