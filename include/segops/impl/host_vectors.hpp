@@ -84,6 +84,41 @@ inline T masked_run_sum(index_t len, const Load& load) {
     return t[0] + t[1];
   }
 }
+
+/// Runs of up to kRowRun rows of a packed matrix whose row fits one vector (float rows of 2 to 4,
+/// double rows of 2): one masked vector load per row.
+inline constexpr int kRowRun = 8;
+template <class T, int W>
+inline constexpr bool row_fits_vector = HostVec<T>::ok&& W * sizeof(T) <= 16;
+
+/// kRowRun rows whose lanes below W are set, then kRowRun empty rows: the masks of the rows of a
+/// run of `len` rows start kRowRun - len rows in.
+template <class T, int W>
+struct RowWindow {
+  using B = typename HostVec<T>::scalar_bits;
+  static constexpr int lanes = 16 / sizeof(T);
+  alignas(16) B w[2 * kRowRun][lanes];
+  constexpr RowWindow() : w{} {
+    for (int k = 0; k < kRowRun; ++k)
+      for (int l = 0; l < W; ++l) w[k][l] = B(-1);
+  }
+};
+template <class T, int W>
+inline constexpr RowWindow<T, W> kRowWindow{};
+
+/// a[0 .. W) = column sums of the first `len` (<= kRowRun) rows of packed rows of width W at p;
+/// kRowRun - 1 rows and one vector past p must be readable. The order of the additions depends
+/// only on len.
+template <class T, int W>
+inline void masked_rows_sum(const T* p, index_t len, T (&a)[W]) {
+  using V = typename HostVec<T>::type;
+  using B = typename HostVec<T>::bits;
+  const auto* win = kRowWindow<T, W>.w + (kRowRun - len);
+  V acc[2] = {};
+  for (int k = 0; k < kRowRun; ++k) acc[k & 1] += (V)(load_vec<B>(p + k * W) & load_vec<B>(win[k]));
+  const V t = acc[0] + acc[1];
+  for (int c = 0; c < W; ++c) a[c] = t[c];
+}
 #endif
 
 /// Sum of f(q) for q in [0, n) with eight interleaved partial sums (vectorisable, fixed order).
@@ -133,6 +168,28 @@ KOKKOS_FUNCTION Acc run_dot(const A* p, const B* q, index_t len, index_t room) {
 #endif
   return flat_sum8<Acc>(
       len, [p, q](index_t k) { return static_cast<Acc>(p[k]) * static_cast<Acc>(q[k]); });
+}
+
+}  // namespace segops::impl
+
+namespace segops::impl {
+
+/// a[0 .. W) = column sums of rows [0, len) of packed rows of width W at p; `room` rows from p on
+/// are readable. Short runs of rows that fit one vector take the masked path.
+template <class Acc, int W, class T>
+KOKKOS_FUNCTION void run_rows(const T* p, index_t len, index_t room, Acc (&a)[W]) {
+#ifdef SEGOPS_HOST_VECTORS
+  if constexpr (std::is_same_v<Acc, T> && row_fits_vector<T, W>) {
+    constexpr index_t lanes = 16 / sizeof(T);
+    if (len <= kRowRun && room * W >= (kRowRun - 1) * W + lanes)
+      return masked_rows_sum<T, W>(p, len, a);
+  }
+#else
+  (void)room;
+#endif
+  for (int c = 0; c < W; ++c) a[c] = Acc(0);
+  for (index_t k = 0; k < len; ++k)
+    for (int c = 0; c < W; ++c) a[c] += static_cast<Acc>(p[k * W + c]);
 }
 
 }  // namespace segops::impl

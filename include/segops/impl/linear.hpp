@@ -27,6 +27,18 @@ struct RowMap {
     for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x(e, d)));
   }
   KOKKOS_FUNCTION bool contiguous() const { return x.d == 1 && x.s0 == 1; }
+  /// Packed rows of 2 to 4 that host vectors sum a row at a time (sorted positions).
+  KOKKOS_FUNCTION bool vector_rows() const {
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (std::is_same_v<Acc, T> && HostVec<T>::ok)
+      return packed(x) && x.d >= 2 && x.d * index_t(sizeof(T)) <= 16;
+#endif
+    return false;
+  }
+  template <int W>
+  KOKKOS_FUNCTION void rows_sum(index_t b, index_t e, Acc (&a)[W]) const {
+    run_rows<Acc, W>(x.ptr + b * W, e - b, x.n - b, a);
+  }
   KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
     return run_sum<Acc>(x.ptr + b, e - b, x.n - b);
   }

@@ -67,24 +67,34 @@ struct TileReduce {
     if (lo < head_end) r.reduce(CarrySlot{t}, elem, lo, head_end);
     const index_t s_end = t == ntiles - 1 ? m : first_segment_at(hi);
     if constexpr (std::is_same_v<Elem, IdentityElem> && R::can_walk) {
-      // Short segments (under 8 positions on average) in rows of 1 to 4 accumulators: one
-      // branch-free pass over positions reading the ids beats one loop per segment reading offsets
-      // (whose exits mispredict when lengths vary), unless the map sums each segment as one
-      // contiguous run with masked vectors (host builds), which beats both.
-      if ((s_end - s) * 8 > hi - head_end && !r.vector_runs()) {
-        // (only widths the output can have: a walk wider than a fixed-width output would never
-        // run, and is not instantiated)
+      // Rows of 1 to 4 accumulators. Maps that sum a segment as one contiguous run with masked
+      // vectors (host builds) take one pass over the segments, with no dependency between them.
+      // Otherwise short segments (under 8 positions on average) take a branch-free pass over the
+      // positions reading the ids, which beats one loop per segment reading offsets (whose exits
+      // mispredict when lengths vary). Only widths the output can have are instantiated.
+      const bool vector_runs = r.vector_runs();
+      if (vector_runs || (s_end - s) * 8 > hi - head_end) {
+        auto short_rows = [&](auto width) {
+          constexpr int W = decltype(width)::value;
+          if (vector_runs)
+            runs<W>(head_end, hi, s, s_end);
+          else
+            walk<W>(head_end, hi, s, s_end);
+        };
         switch (r.width()) {
           case 1:
-            return walk<1>(head_end, hi, s, s_end);
+            return short_rows(std::integral_constant<int, 1>{});
           case 2:
-            if constexpr (R::max_walk_width >= 2) return walk<2>(head_end, hi, s, s_end);
+            if constexpr (R::max_walk_width >= 2)
+              return short_rows(std::integral_constant<int, 2>{});
             break;
           case 3:
-            if constexpr (R::max_walk_width >= 3) return walk<3>(head_end, hi, s, s_end);
+            if constexpr (R::max_walk_width >= 3)
+              return short_rows(std::integral_constant<int, 3>{});
             break;
           case 4:
-            if constexpr (R::max_walk_width >= 4) return walk<4>(head_end, hi, s, s_end);
+            if constexpr (R::max_walk_width >= 4)
+              return short_rows(std::integral_constant<int, 4>{});
             break;
           default:
             break;
@@ -95,6 +105,21 @@ struct TileReduce {
       const index_t e = offsets(s + 1);
       r.reduce(OutSlot{s}, elem, offsets(s), Kokkos::min(e, hi));
       if (e <= hi) r.finalize(s);
+    }
+  }
+  /// Segments s .. s_end-1 (s starting at b) of a tile ending at hi, each summed as one run by the
+  /// reducer (SumReducer::run); one that crosses the tile end is completed and finalized by the
+  /// fixup.
+  template <int W>
+  KOKKOS_FUNCTION void runs(index_t b, index_t hi, index_t s, index_t s_end) const {
+    const R rl = r;  // locals: the fields stay in registers across the stores
+    const Offsets off = offsets;
+    for (; s < s_end; ++s) {
+      const index_t e = off(s + 1);
+      if (e > hi) return rl.reduce(OutSlot{s}, IdentityElem{}, b, hi);
+      rl.template run<W>(s, b, e);
+      if constexpr (R::has_finalize) rl.finalize(s);
+      b = e;
     }
   }
   /// Positions [b, hi) hold segments s .. s_end-1 (s starting at b). A running row sum, restarted
@@ -411,9 +436,25 @@ struct SumReducer {
       for (index_t p = b; p < e; ++p) map(elem(p), [&](index_t k, Acc v) { ref(d, k) += v; });
     }
   }
-  /// Sorted segments of one accumulator that the map sums as contiguous runs, with host vectors.
+  /// TileReduce::runs: out(s, :) = the sum of positions [b, e), one contiguous run of the map.
+  template <int W>
+  KOKKOS_FUNCTION void run(index_t s, index_t b, index_t e) const {
+    // (instantiated for every width; runs only where vector_runs() holds, so for maps with
+    // flat_sum (W = 1) or rows_sum)
+    if constexpr (W == 1 && requires { map.flat_sum(b, e); }) {
+      out(s, 0) = map.flat_sum(b, e);
+    } else if constexpr (W > 1 && requires { map.vector_rows(); }) {
+      Acc a[W];
+      map.template rows_sum<W>(b, e, a);
+      store_row<W>(s, a);
+    }
+  }
+  /// Sorted segments that the map sums as contiguous runs with host vectors: one accumulator over
+  /// contiguous elements, or packed rows of 2 to 4 that fit a vector.
   KOKKOS_FUNCTION bool vector_runs() const {
 #ifdef SEGOPS_HOST_VECTORS
+    if constexpr (requires { map.vector_rows(); })
+      if (map.vector_rows()) return true;
     if constexpr (requires { map.contiguous(); }) return w == 1 && map.contiguous();
 #endif
     return false;
@@ -440,6 +481,13 @@ struct SumReducer {
   template <int W, class Slot, class Elem>
   KOKKOS_FUNCTION void reduce_fixed(Slot d, const Elem& elem, index_t b, index_t e) const {
     Acc a[W] = {};
+    if constexpr (std::is_same_v<Elem, IdentityElem> && requires { map.vector_rows(); }) {
+      if (map.vector_rows()) {  // sorted positions over packed rows
+        map.template rows_sum<W>(b, e, a);
+        for (int k = 0; k < W; ++k) ref(d, k) = a[k];
+        return;
+      }
+    }
     for (index_t p = b; p < e; ++p) {
       if constexpr (requires { map.template fixed<W>(p, [](index_t, Acc) {}); })
         map.template fixed<W>(elem(p), [&](index_t k, Acc v) { a[k] += v; });
