@@ -16,6 +16,10 @@
 
 namespace segops::impl {
 
+/// Runs of up to kRunVectors vectors (16 floats, 8 doubles) take the masked path; tiles of
+/// shorter runs ask for fewer.
+inline constexpr int kRunVectors = 4;
+
 #ifdef SEGOPS_HOST_VECTORS
 template <class T>
 struct HostVec {
@@ -36,8 +40,6 @@ struct HostVec<double> {
   using scalar_bits = std::int64_t;
 };
 
-/// Runs of up to kRunVectors vectors (16 floats, 8 doubles) take the masked path.
-inline constexpr int kRunVectors = 4;
 template <class T>
 inline constexpr index_t kRunLength = kRunVectors* index_t(16 / sizeof(T));
 
@@ -62,17 +64,17 @@ inline V load_vec(const S* p) {
   return v;
 }
 
-/// Sum of the first `len` (<= kRunLength<T>) elements of a run whose vector j is load(j * lanes);
+/// Sum of the first `len` (<= NV vectors) elements of a run whose vector j is load(j * lanes);
 /// every load must be readable, the lanes past `len` are masked off (whatever they hold). The
-/// order of the additions depends only on len.
-template <class T, class Load>
+/// order of the additions depends only on len and NV.
+template <class T, int NV, class Load>
 inline T masked_run_sum(index_t len, const Load& load) {
   using V = typename HostVec<T>::type;
   using B = typename HostVec<T>::bits;
   constexpr int lanes = 16 / sizeof(T);
   const auto* win = kRunWindow<T>.w + (kRunLength<T> - len);
   V acc[2] = {};
-  for (int j = 0; j < kRunVectors; ++j) {
+  for (int j = 0; j < NV; ++j) {
     const B m = load_vec<B>(win + j * lanes);
     acc[j & 1] += (V)((B)load(j * lanes) & m);  // vector casts keep the bits
   }
@@ -138,14 +140,16 @@ KOKKOS_FUNCTION Acc flat_sum8(index_t n, const F& f) {
 }
 
 /// Sum of p[0 .. len); `room` elements from p on are readable. Short runs take the masked vector
-/// path where the run's full vectors are readable.
-template <class Acc, class T>
+/// path (NV vectors, else kRunVectors) where the run's vectors are readable.
+template <class Acc, int NV = kRunVectors, class T>
 KOKKOS_FUNCTION Acc run_sum(const T* p, index_t len, index_t room) {
 #ifdef SEGOPS_HOST_VECTORS
   if constexpr (std::is_same_v<Acc, T> && HostVec<T>::ok) {
     using V = typename HostVec<T>::type;
-    if (len <= kRunLength<T> && room >= kRunLength<T>)
-      return masked_run_sum<T>(len, [p](int k) { return load_vec<V>(p + k); });
+    constexpr index_t K = NV * index_t(16 / sizeof(T));
+    if (len <= K && room >= K)
+      return masked_run_sum<T, NV>(len, [p](int k) { return load_vec<V>(p + k); });
+    if constexpr (NV < kRunVectors) return run_sum<Acc, kRunVectors>(p, len, room);
   }
 #else
   (void)room;
@@ -154,14 +158,16 @@ KOKKOS_FUNCTION Acc run_sum(const T* p, index_t len, index_t room) {
 }
 
 /// Sum of p[k] * q[k] for k in [0, len), as run_sum.
-template <class Acc, class A, class B>
+template <class Acc, int NV = kRunVectors, class A, class B>
 KOKKOS_FUNCTION Acc run_dot(const A* p, const B* q, index_t len, index_t room) {
 #ifdef SEGOPS_HOST_VECTORS
   if constexpr (std::is_same_v<Acc, A> && std::is_same_v<Acc, B> && HostVec<Acc>::ok) {
     using V = typename HostVec<Acc>::type;
-    if (len <= kRunLength<Acc> && room >= kRunLength<Acc>)
-      return masked_run_sum<Acc>(len,
-                                 [p, q](int k) { return load_vec<V>(p + k) * load_vec<V>(q + k); });
+    constexpr index_t K = NV * index_t(16 / sizeof(Acc));
+    if (len <= K && room >= K)
+      return masked_run_sum<Acc, NV>(
+          len, [p, q](int k) { return load_vec<V>(p + k) * load_vec<V>(q + k); });
+    if constexpr (NV < kRunVectors) return run_dot<Acc, kRunVectors>(p, q, len, room);
   }
 #else
   (void)room;

@@ -39,8 +39,10 @@ struct RowMap {
   KOKKOS_FUNCTION void rows_sum(index_t b, index_t e, Acc (&a)[W]) const {
     run_rows<Acc, W>(x.ptr + b * W, e - b, x.n - b, a);
   }
+  KOKKOS_FUNCTION index_t flat_width() const { return 1; }
+  template <int NV = kRunVectors>
   KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
-    return run_sum<Acc>(x.ptr + b, e - b, x.n - b);
+    return run_sum<Acc, NV>(x.ptr + b, e - b, x.n - b);
   }
 };
 
@@ -55,8 +57,10 @@ struct RowSumMap {
     f(0, a);
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(x); }
+  KOKKOS_FUNCTION index_t flat_width() const { return x.d; }
+  template <int NV = kRunVectors>
   KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
-    return run_sum<Acc>(x.ptr + b * x.d, (e - b) * x.d, (x.n - b) * x.d);
+    return run_sum<Acc, NV>(x.ptr + b * x.d, (e - b) * x.d, (x.n - b) * x.d);
   }
 };
 

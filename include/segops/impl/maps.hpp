@@ -26,9 +26,11 @@ struct DotMap {
     f(0, row_dot<Acc>(a, b, e));
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(a) && packed(b); }
+  KOKKOS_FUNCTION index_t flat_width() const { return a.d; }
+  template <int NV = kRunVectors>
   KOKKOS_FUNCTION Acc flat_sum(index_t lo, index_t hi) const {
     const index_t room = Kokkos::min(a.n, b.n) - lo;
-    return run_dot<Acc>(a.ptr + lo * a.d, b.ptr + lo * b.d, (hi - lo) * a.d, room * a.d);
+    return run_dot<Acc, NV>(a.ptr + lo * a.d, b.ptr + lo * b.d, (hi - lo) * a.d, room * a.d);
   }
 };
 

@@ -26,9 +26,12 @@ struct RmsFinalize {
   static constexpr bool has_finalize = true;
   Counts counts;
   template <class Out>
-  KOKKOS_FUNCTION void operator()(index_t s, const Out& out, index_t) const {
+  KOKKOS_FUNCTION void operator()(index_t s, const Out& out, index_t w) const {
+    (*this)(s, out, w, counts(s));
+  }
+  template <class Out>
+  KOKKOS_FUNCTION void operator()(index_t s, const Out& out, index_t, index_t c) const {
     using R = std::remove_reference_t<decltype(out(s, 0))>;
-    const index_t c = counts(s);
     out(s, 0) = c > 0 ? Kokkos::sqrt(out(s, 0) / static_cast<R>(c)) : R(0);
   }
 };

@@ -112,13 +112,20 @@ struct TileReduce {
   /// fixup.
   template <int W>
   KOKKOS_FUNCTION void runs(index_t b, index_t hi, index_t s, index_t s_end) const {
+    // Tiles whose runs average at most one vector sum them with two vectors, not four.
+    if constexpr (W == 1)
+      if (r.narrow_runs(hi - b, s_end - s)) return runs<W, kRunVectors / 2>(b, hi, s, s_end);
+    runs<W, kRunVectors>(b, hi, s, s_end);
+  }
+  template <int W, int NV>
+  KOKKOS_FUNCTION void runs(index_t b, index_t hi, index_t s, index_t s_end) const {
     const R rl = r;  // locals: the fields stay in registers across the stores
     const Offsets off = offsets;
     for (; s < s_end; ++s) {
       const index_t e = off(s + 1);
       if (e > hi) return rl.reduce(OutSlot{s}, IdentityElem{}, b, hi);
-      rl.template run<W>(s, b, e);
-      if constexpr (R::has_finalize) rl.finalize(s);
+      rl.template run<W, NV>(s, b, e);
+      if constexpr (R::has_finalize) rl.finalize(s, e - b);
       b = e;
     }
   }
@@ -437,17 +444,24 @@ struct SumReducer {
     }
   }
   /// TileReduce::runs: out(s, :) = the sum of positions [b, e), one contiguous run of the map.
-  template <int W>
+  template <int W, int NV>
   KOKKOS_FUNCTION void run(index_t s, index_t b, index_t e) const {
     // (instantiated for every width; runs only where vector_runs() holds, so for maps with
     // flat_sum (W = 1) or rows_sum)
     if constexpr (W == 1 && requires { map.flat_sum(b, e); }) {
-      out(s, 0) = map.flat_sum(b, e);
+      out(s, 0) = map.template flat_sum<NV>(b, e);
     } else if constexpr (W > 1 && requires { map.vector_rows(); }) {
       Acc a[W];
       map.template rows_sum<W>(b, e, a);
       store_row<W>(s, a);
     }
+  }
+  /// Whether `segments` runs over `positions` average at most one vector (TileReduce::runs).
+  KOKKOS_FUNCTION bool narrow_runs(index_t positions, index_t segments) const {
+    if constexpr (requires { map.flat_width(); })
+      return positions * map.flat_width() * index_t(sizeof(Acc)) <= segments * 16;
+    else
+      return false;
   }
   /// Sorted segments that the map sums as contiguous runs with host vectors: one accumulator over
   /// contiguous elements, or packed rows of 2 to 4 that fit a vector.
@@ -500,6 +514,14 @@ struct SumReducer {
     for (index_t k = 0; k < w; ++k) ref(d, k) += ref(c, k);
   }
   KOKKOS_FUNCTION void finalize(index_t s) const { fin(s, out, w); }
+  /// finalize for a segment of c elements, where the caller knows c (finishers that take it then
+  /// skip reading the descriptor's counts)
+  KOKKOS_FUNCTION void finalize(index_t s, index_t c) const {
+    if constexpr (requires { fin(s, out, w, c); })
+      fin(s, out, w, c);
+    else
+      fin(s, out, w);
+  }
   // TileReduce::walk: one element's contributions to a row of W accumulators, a row store, and
   // zero rows for the empty segments [b, e).
   template <int W>
@@ -552,7 +574,10 @@ struct DivideByCount {
   Counts counts;
   template <class Out>
   KOKKOS_FUNCTION void operator()(index_t s, const Out& out, index_t w) const {
-    const index_t c = counts(s);
+    (*this)(s, out, w, counts(s));
+  }
+  template <class Out>
+  KOKKOS_FUNCTION void operator()(index_t s, const Out& out, index_t w, index_t c) const {
     for (index_t k = 0; k < w; ++k) {
       auto& o = out(s, k);
       o = c > 0 ? o / static_cast<std::remove_reference_t<decltype(o)>>(c) : 0;
