@@ -41,7 +41,7 @@ struct HostVec<double> {
 };
 
 template <class T>
-inline constexpr index_t kRunLength = kRunVectors* index_t(16 / sizeof(T));
+inline constexpr index_t kRunLength = index_t(kRunVectors) * index_t(16 / sizeof(T));
 
 /// kRunLength all-ones words then as many zeros: the mask of the first `len` elements of a run is
 /// the window starting kRunLength - len words in.
@@ -79,19 +79,17 @@ inline T masked_run_sum(index_t len, const Load& load) {
     acc[j & 1] += (V)((B)load(j * lanes) & m);  // vector casts keep the bits
   }
   const V t = acc[0] + acc[1];
-  if constexpr (lanes == 4) {
-    const V h = t + __builtin_shufflevector(t, t, 2, 3, 2, 3);
-    return h[0] + h[1];
-  } else {
+  if constexpr (lanes == 4)
+    return (t[0] + t[2]) + (t[1] + t[3]);
+  else
     return t[0] + t[1];
-  }
 }
 
 /// Runs of up to kRowRun rows of a packed matrix whose row fits one vector (float rows of 2 to 4,
 /// double rows of 2): one masked vector load per row.
 inline constexpr int kRowRun = 8;
 template <class T, int W>
-inline constexpr bool row_fits_vector = HostVec<T>::ok&& W * sizeof(T) <= 16;
+inline constexpr bool row_fits_vector = (HostVec<T>::ok && W * sizeof(T) <= 16);
 
 /// kRowRun rows whose lanes below W are set, then kRowRun empty rows: the masks of the rows of a
 /// run of `len` rows start kRowRun - len rows in.

@@ -115,7 +115,11 @@ struct OutTuple {
 template <class Acc>
 struct MatrixOut {
   Mat3<Acc> a;
-  KOKKOS_FUNCTION Acc& operator()(index_t s, index_t k) const { return a(s, k / a.c, k % a.c); }
+  KOKKOS_FUNCTION Acc& operator()(index_t s, index_t k) const {
+    // rows stored back to back (LayoutRight, the usual case): k is the offset, no division
+    if (a.s2 == 1 && a.s1 == a.c) return a.ptr[s * a.s0 + k];
+    return a(s, k / a.c, k % a.c);
+  }
 };
 
 }  // namespace segops::impl

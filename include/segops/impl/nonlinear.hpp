@@ -43,9 +43,20 @@ struct RmsBackward {
   Mat<const T> x;
   Mat<const S> o, g;
   Counts counts;
-  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
-    const GX k = s < 0 ? GX(0) : static_cast<GX>(g(s)) * rms_n<GX>(o, counts, s);
-    for (index_t d = 0; d < gx.d; ++d) gx(i, d) = k * static_cast<GX>(x(i, d));
+  KOKKOS_FUNCTION GX scale(index_t s) const {
+    return s < 0 ? GX(0) : static_cast<GX>(g(s)) * rms_n<GX>(o, counts, s);
+  }
+  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
+    const GX k = scale(s);
+    for_cols(gx.d, [&](index_t d) { gx(i, d) = k * static_cast<GX>(x(i, d)); });
+  }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    return packed_width_of(gx) == packed_width_of(x) ? packed_width_of(gx) : 0;
+  }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
+    const GX k = scale(s);
+    for (int d = 0; d < W; ++d) gx.ptr[i * W + d] = k * static_cast<GX>(x.ptr[i * W + d]);
   }
 };
 

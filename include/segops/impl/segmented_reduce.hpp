@@ -406,7 +406,7 @@ struct SumReducer {
     else
       return 4;
   }();
-  static constexpr int kLocal = 8;  // rows up to this width accumulate in registers
+  static constexpr int kLocal = 16;  // rows up to this width (3x3 matrices too) accumulate locally
   Map map;
   Out out;
   Fin fin;
