@@ -17,7 +17,7 @@ step() { echo; echo "=== segops test [$((SECONDS - start)) s]: $*"; }
 
 step "checking Debian packages"
 need=()
-for pkg in cmake g++ make ninja-build libgtest-dev; do
+for pkg in cmake g++ make libgtest-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -25,17 +25,6 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-
-# Ninja schedules every target's objects in one pool (make ran the CUDA benchmark after the tests,
-# on one core); a build folder made by another generator is started afresh.
-configure() {  # $1 build dir, then cmake arguments
-  local dir=$1
-  shift
-  if [ -f "$dir/CMakeCache.txt" ] && ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$dir/CMakeCache.txt"; then
-    rm -rf "$dir"
-  fi
-  cmake -G Ninja -S "$root" -B "$dir" "$@" >/dev/null
-}
 
 step "Kokkos (Serial + OpenMP)"
 if [ -n "${Kokkos_ROOT:-}" ]; then
@@ -56,9 +45,9 @@ else
   cuda_kokkos=${SEGOPS_KOKKOS_CUDA_ROOT:-$(bash "$root/scripts/provision_kokkos.sh" cuda | tail -n 1)}
   # Unoptimised (host -O0, ptxas -O0): this build only proves that everything compiles and links
   # for the device, ~30% faster; perf_tests/run_h200.sh makes the optimised build that runs on a GPU.
-  configure "$build/cuda" -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O0 -Xptxas -O0" \
+  cmake -S "$root" -B "$build/cuda" -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O0 -Xptxas -O0" \
     -DKokkos_ROOT="$cuda_kokkos" -DCMAKE_CXX_COMPILER="$cuda_kokkos/bin/nvcc_wrapper" \
-    -DSegOps_ENABLE_INSTALL_TEST=OFF
+    -DSegOps_ENABLE_INSTALL_TEST=OFF >/dev/null
   # the CUDA unit tests and the device benchmark (headers alone are checked by the host build;
   # Serial is tested there too, so its executable is not rebuilt with nvcc)
   cmake --build "$build/cuda" -j "$jobs" --target segops_unit_tests_cuda bench_device
@@ -66,9 +55,9 @@ else
 fi
 
 step "Serial unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
-configure "$build/sanitize" -DCMAKE_BUILD_TYPE=None -DKokkos_ROOT="$host_kokkos" \
+cmake -S "$root" -B "$build/sanitize" -DCMAKE_BUILD_TYPE=None -DKokkos_ROOT="$host_kokkos" \
   -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-  -DSegOps_ENABLE_PERF_TESTS=OFF -DSegOps_ENABLE_INSTALL_TEST=OFF
+  -DSegOps_ENABLE_PERF_TESTS=OFF -DSegOps_ENABLE_INSTALL_TEST=OFF >/dev/null
 cmake --build "$build/sanitize" -j "$jobs" --target segops_unit_tests_serial
 (cd "$build/sanitize" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest -R '^unit_serial$' --output-on-failure)
@@ -78,8 +67,8 @@ step "host build and test suite"
 # threads) tests the optimised kernels. With your own Kokkos (Kokkos_ROOT) every backend is built.
 skip=SERIAL
 [ -n "${Kokkos_ROOT:-}" ] && skip=
-configure "$build/host" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$host_kokkos" \
-  -DSegOps_SKIP_TEST_BACKENDS="$skip"
+cmake -S "$root" -B "$build/host" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$host_kokkos" \
+  -DSegOps_SKIP_TEST_BACKENDS="$skip" >/dev/null
 cmake --build "$build/host" -j "$jobs"
 cd "$build/host"
 step "ctest (host)"
