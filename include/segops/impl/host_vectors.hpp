@@ -12,6 +12,11 @@
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__) && \
     !defined(SYCL_LANGUAGE_VERSION)
 #define SEGOPS_HOST_VECTORS 1
+#ifdef __SSE2__
+#include <emmintrin.h>
+#else
+#include <cmath>
+#endif
 #endif
 
 namespace segops::impl {
@@ -64,11 +69,12 @@ inline V load_vec(const S* p) {
   return v;
 }
 
-/// Sum of the first `len` (<= NV vectors) elements of a run whose vector j is load(j * lanes);
-/// every load must be readable, the lanes past `len` are masked off (whatever they hold). The
-/// order of the additions depends only on len and NV.
+/// Lane partial sums of the first `len` (<= NV vectors) elements of a run whose vector j is
+/// load(j * lanes); every load must be readable, the lanes past `len` are masked off (whatever
+/// they hold). lane_sum of the result is the run's sum; the order of the additions depends only
+/// on len and NV.
 template <class T, int NV, class Load>
-inline T masked_run_sum(index_t len, const Load& load) {
+inline typename HostVec<T>::type masked_run_vec(index_t len, const Load& load) {
   using V = typename HostVec<T>::type;
   using B = typename HostVec<T>::bits;
   constexpr int lanes = 16 / sizeof(T);
@@ -78,11 +84,39 @@ inline T masked_run_sum(index_t len, const Load& load) {
     const B m = load_vec<B>(win + j * lanes);
     acc[j & 1] += (V)((B)load(j * lanes) & m);  // vector casts keep the bits
   }
-  const V t = acc[0] + acc[1];
-  if constexpr (lanes == 4)
+  return acc[0] + acc[1];
+}
+
+template <int... I, class V>
+inline V shuffle(V a, V b) {
+#if defined(__clang__) || __GNUC__ >= 12
+  return __builtin_shufflevector(a, b, I...);
+#else
+  using B = typename HostVec<std::remove_cvref_t<decltype(a[0])> >::bits;
+  return __builtin_shuffle(a, b, B{I...});
+#endif
+}
+
+/// The sum of a vector's lanes, in a fixed order.
+template <class V>
+inline auto lane_sum(V t) {
+  if constexpr (sizeof(V) / sizeof(t[0]) == 4)
     return (t[0] + t[2]) + (t[1] + t[3]);
   else
     return t[0] + t[1];
+}
+
+/// Lane j of the result = lane_sum(t[j]), bit for bit, for one vector's worth of vectors t[j]
+/// (a transpose by shuffles, then two vector additions, instead of a reduction per vector).
+template <class V>
+inline V lane_sums(const V* t) {
+  if constexpr (sizeof(V) / sizeof(t[0][0]) == 4) {
+    const V p01 = shuffle<0, 4, 1, 5>(t[0], t[1]) + shuffle<2, 6, 3, 7>(t[0], t[1]);
+    const V p23 = shuffle<0, 4, 1, 5>(t[2], t[3]) + shuffle<2, 6, 3, 7>(t[2], t[3]);
+    return shuffle<0, 1, 4, 5>(p01, p23) + shuffle<2, 3, 6, 7>(p01, p23);
+  } else {
+    return shuffle<0, 2>(t[0], t[1]) + shuffle<1, 3>(t[0], t[1]);
+  }
 }
 
 /// Runs of up to kRowRun rows of a packed matrix whose row fits one vector (float rows of 2 to 4,
@@ -119,6 +153,20 @@ inline void masked_rows_sum(const T* p, index_t len, T (&a)[W]) {
   const V t = acc[0] + acc[1];
   for (int c = 0; c < W; ++c) a[c] = t[c];
 }
+
+/// Lane-wise square root (correctly rounded, as std::sqrt).
+template <class V>
+inline V vec_sqrt(V v) {
+#ifdef __SSE2__
+  if constexpr (sizeof(v[0]) == 4)
+    return (V)_mm_sqrt_ps((__m128)v);
+  else
+    return (V)_mm_sqrt_pd((__m128d)v);
+#else
+  for (int l = 0; l < int(sizeof(V) / sizeof(v[0])); ++l) v[l] = std::sqrt(v[l]);
+  return v;
+#endif
+}
 #endif
 
 /// Sum of f(q) for q in [0, n) with eight interleaved partial sums (vectorisable, fixed order).
@@ -137,42 +185,75 @@ KOKKOS_FUNCTION Acc flat_sum8(index_t n, const F& f) {
   return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
 }
 
-/// Sum of p[0 .. len); `room` elements from p on are readable. Short runs take the masked vector
-/// path (NV vectors, else kRunVectors) where the run's vectors are readable.
-template <class Acc, int NV = kRunVectors, class T>
-KOKKOS_FUNCTION Acc run_sum(const T* p, index_t len, index_t room) {
+/// Contiguous runs of a map's values, summed by run_sum / run_vec: value k of a run is at(k), and
+/// on host vectors (where `vectors`) vec(k) holds values k .. k + lanes - 1.
+template <class Acc, class T>
+struct SumRun {  // p[k]
+  const T* p;
+  KOKKOS_FUNCTION Acc at(index_t k) const { return static_cast<Acc>(p[k]); }
 #ifdef SEGOPS_HOST_VECTORS
-  if constexpr (std::is_same_v<Acc, T> && HostVec<T>::ok) {
-    using V = typename HostVec<T>::type;
-    constexpr index_t K = NV * index_t(16 / sizeof(T));
-    if (len <= K && room >= K)
-      return masked_run_sum<T, NV>(len, [p](int k) { return load_vec<V>(p + k); });
-    if constexpr (NV < kRunVectors) return run_sum<Acc, kRunVectors>(p, len, room);
-  }
-#else
-  (void)room;
+  static constexpr bool vectors = std::is_same_v<Acc, T> && HostVec<Acc>::ok;
+  auto vec(index_t k) const { return load_vec<typename HostVec<Acc>::type>(p + k); }
 #endif
-  return flat_sum8<Acc>(len, [p](index_t k) { return static_cast<Acc>(p[k]); });
+};
+template <class Acc, class A, class B>
+struct DotRun {  // p[k] * q[k]
+  const A* p;
+  const B* q;
+  KOKKOS_FUNCTION Acc at(index_t k) const {
+    return static_cast<Acc>(p[k]) * static_cast<Acc>(q[k]);
+  }
+#ifdef SEGOPS_HOST_VECTORS
+  static constexpr bool vectors =
+      std::is_same_v<Acc, A> && std::is_same_v<Acc, B> && HostVec<Acc>::ok;
+  auto vec(index_t k) const {
+    using V = typename HostVec<Acc>::type;
+    return load_vec<V>(p + k) * load_vec<V>(q + k);
+  }
+#endif
+};
+/// A run of len values, room of which (from its start on) are readable.
+template <class Run>
+struct Flat {
+  Run run;
+  index_t len, room;
+};
+template <class Run>
+KOKKOS_FUNCTION Flat<Run> flat(Run run, index_t len, index_t room) {
+  return {run, len, room};
 }
 
-/// Sum of p[k] * q[k] for k in [0, len), as run_sum.
-template <class Acc, int NV = kRunVectors, class A, class B>
-KOKKOS_FUNCTION Acc run_dot(const A* p, const B* q, index_t len, index_t room) {
+/// The sum of a run's values. Short runs take the masked vector path (NV vectors, else
+/// kRunVectors) where the run's vectors are readable.
+template <class Acc, int NV = kRunVectors, class Run>
+KOKKOS_FUNCTION Acc run_sum(const Flat<Run>& f) {
 #ifdef SEGOPS_HOST_VECTORS
-  if constexpr (std::is_same_v<Acc, A> && std::is_same_v<Acc, B> && HostVec<Acc>::ok) {
-    using V = typename HostVec<Acc>::type;
+  if constexpr (Run::vectors) {
     constexpr index_t K = NV * index_t(16 / sizeof(Acc));
-    if (len <= K && room >= K)
-      return masked_run_sum<Acc, NV>(
-          len, [p, q](int k) { return load_vec<V>(p + k) * load_vec<V>(q + k); });
-    if constexpr (NV < kRunVectors) return run_dot<Acc, kRunVectors>(p, q, len, room);
+    if (f.len <= K && f.room >= K)
+      return lane_sum(masked_run_vec<Acc, NV>(f.len, [&](int k) { return f.run.vec(k); }));
+    if constexpr (NV < kRunVectors) return run_sum<Acc, kRunVectors>(f);
   }
-#else
-  (void)room;
 #endif
-  return flat_sum8<Acc>(
-      len, [p, q](index_t k) { return static_cast<Acc>(p[k]) * static_cast<Acc>(q[k]); });
+  return flat_sum8<Acc>(f.len, [&](index_t k) { return f.run.at(k); });
 }
+
+#ifdef SEGOPS_HOST_VECTORS
+/// run_sum as a vector whose lane_sum is the sum (lane 0 alone where the run takes the scalar
+/// loop).
+template <class Acc, int NV = kRunVectors, class Run>
+inline typename HostVec<Acc>::type run_vec(const Flat<Run>& f) {
+  if constexpr (Run::vectors) {
+    constexpr index_t K = NV * index_t(16 / sizeof(Acc));
+    if (f.len <= K && f.room >= K)
+      return masked_run_vec<Acc, NV>(f.len, [&](int k) { return f.run.vec(k); });
+    if constexpr (NV < kRunVectors) return run_vec<Acc, kRunVectors>(f);
+  }
+  typename HostVec<Acc>::type r = {};
+  r[0] = flat_sum8<Acc>(f.len, [&](index_t k) { return f.run.at(k); });
+  return r;
+}
+#endif
 
 }  // namespace segops::impl
 

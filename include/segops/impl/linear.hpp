@@ -40,9 +40,8 @@ struct RowMap {
     run_rows<Acc, W>(x.ptr + b * W, e - b, x.n - b, a);
   }
   KOKKOS_FUNCTION index_t flat_width() const { return 1; }
-  template <int NV = kRunVectors>
-  KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
-    return run_sum<Acc, NV>(x.ptr + b, e - b, x.n - b);
+  KOKKOS_FUNCTION auto flat_run(index_t b, index_t e) const {  // where contiguous()
+    return flat(SumRun<Acc, T>{x.ptr + b}, e - b, x.n - b);
   }
 };
 
@@ -58,9 +57,8 @@ struct RowSumMap {
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(x); }
   KOKKOS_FUNCTION index_t flat_width() const { return x.d; }
-  template <int NV = kRunVectors>
-  KOKKOS_FUNCTION Acc flat_sum(index_t b, index_t e) const {
-    return run_sum<Acc, NV>(x.ptr + b * x.d, (e - b) * x.d, (x.n - b) * x.d);
+  KOKKOS_FUNCTION auto flat_run(index_t b, index_t e) const {  // where contiguous()
+    return flat(SumRun<Acc, T>{x.ptr + b * x.d}, (e - b) * x.d, (x.n - b) * x.d);
   }
 };
 

@@ -27,10 +27,9 @@ struct DotMap {
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(a) && packed(b); }
   KOKKOS_FUNCTION index_t flat_width() const { return a.d; }
-  template <int NV = kRunVectors>
-  KOKKOS_FUNCTION Acc flat_sum(index_t lo, index_t hi) const {
+  KOKKOS_FUNCTION auto flat_run(index_t lo, index_t hi) const {  // where contiguous()
     const index_t room = Kokkos::min(a.n, b.n) - lo;
-    return run_dot<Acc, NV>(a.ptr + lo * a.d, b.ptr + lo * b.d, (hi - lo) * a.d, room * a.d);
+    return flat(DotRun<Acc, A, B>{a.ptr + lo * a.d, b.ptr + lo * b.d}, (hi - lo) * a.d, room * a.d);
   }
 };
 

@@ -34,6 +34,12 @@ struct RmsFinalize {
     using R = std::remove_reference_t<decltype(out(s, 0))>;
     out(s, 0) = c > 0 ? Kokkos::sqrt(out(s, 0) / static_cast<R>(c)) : R(0);
   }
+#ifdef SEGOPS_HOST_VECTORS
+  template <class V>
+  V finish(V x, V n) const {  // SumReducer::batch_runs
+    return vec_sqrt(x / n);
+  }
+#endif
 };
 
 /// Backward: gx_i = g_s n_s x_i.

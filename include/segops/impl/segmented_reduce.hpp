@@ -121,6 +121,11 @@ struct TileReduce {
   KOKKOS_FUNCTION void runs(index_t b, index_t hi, index_t s, index_t s_end) const {
     const R rl = r;  // locals: the fields stay in registers across the stores
     const Offsets off = offsets;
+    if constexpr (R::template batches<W>) {
+      constexpr index_t B = R::kBatch;
+      for (; s + B <= s_end && off(s + B) <= hi; s += B)
+        b = rl.template batch_runs<W, NV>(s, b, off);
+    }
     for (; s < s_end; ++s) {
       const index_t e = off(s + 1);
       if (e > hi) return rl.reduce(OutSlot{s}, IdentityElem{}, b, hi);
@@ -446,15 +451,78 @@ struct SumReducer {
   /// TileReduce::runs: out(s, :) = the sum of positions [b, e), one contiguous run of the map.
   template <int W, int NV>
   KOKKOS_FUNCTION void run(index_t s, index_t b, index_t e) const {
-    // (instantiated for every width; runs only where vector_runs() holds, so for maps with
-    // flat_sum (W = 1) or rows_sum)
-    if constexpr (W == 1 && requires { map.flat_sum(b, e); }) {
-      out(s, 0) = map.template flat_sum<NV>(b, e);
-    } else if constexpr (W > 1 && requires { map.vector_rows(); }) {
-      Acc a[W];
+    Acc a[W];
+    run_row<W, NV>(b, e, a);
+    store_row<W>(s, a);
+  }
+  /// a = the sum of positions [b, e) (instantiated for every width; runs only where vector_runs()
+  /// holds, so for maps with flat_run (W = 1) or rows_sum)
+  template <int W, int NV>
+  KOKKOS_FUNCTION void run_row(index_t b, index_t e, Acc (&a)[W]) const {
+    if constexpr (W == 1 && requires { map.flat_run(b, e); })
+      a[0] = run_sum<Acc, NV>(map.flat_run(b, e));
+    else if constexpr (W > 1 && requires { map.vector_rows(); })
       map.template rows_sum<W>(b, e, a);
-      store_row<W>(s, a);
+    else
+      for (int k = 0; k < W; ++k) a[k] = Acc(0);
+  }
+  /// TileReduce::runs takes kBatch segments at a time where batches<W> holds: single values
+  /// (W = 1), whose runs' lane partials are added across segments with shuffles, and rows whose
+  /// finisher works on whole vectors. A finisher with finish(x, n) applies f(x, n) lane-wise to
+  /// sums x of n elements (n = 1 for an empty segment, whose sum is 0): mean's divisions and
+  /// rms_norm's square roots, a few cycles each as scalars.
+  static constexpr int kBatch = 4;
+#ifdef SEGOPS_HOST_VECTORS
+  static constexpr bool vector_finish = requires(const Fin& f, typename HostVec<Acc>::type x) {
+    f.finish(x, x);
+  };
+  static constexpr bool flat_runs = requires(const Map& m) { m.flat_run(0, 0); };
+  static constexpr bool row_runs = requires(const Map& m) { m.vector_rows(); };
+  template <int W>
+  static constexpr bool batches = HostVec<Acc>::ok && (!has_finalize || vector_finish) &&
+                                  (W == 1 ? flat_runs
+                                          : vector_finish && row_runs && W * sizeof(Acc) <= 16);
+#else
+  template <int W>
+  static constexpr bool batches = false;
+#endif
+  /// Segments s .. s + kBatch - 1, starting at b and all ending in the tile; returns where the
+  /// last one ends. Lanes are filled in registers (a vector built through memory stalls its load).
+  template <int W, int NV, class Offsets>
+  KOKKOS_FUNCTION index_t batch_runs(index_t s, index_t b, const Offsets& off) const {
+#ifdef SEGOPS_HOST_VECTORS
+    using V = typename HostVec<Acc>::type;
+    auto count = [](index_t b, index_t e) { return static_cast<Acc>(e > b ? e - b : 1); };
+    if constexpr (W == 1) {
+      constexpr int lanes = 16 / sizeof(Acc);
+      V t[kBatch], n[kBatch / lanes];
+#pragma GCC unroll 4
+      for (int j = 0; j < kBatch; ++j) {
+        const index_t e = off(s + j + 1);
+        t[j] = run_vec<Acc, NV>(map.flat_run(b, e));
+        n[j / lanes][j % lanes] = count(b, e);
+        b = e;
+      }
+      for (int i = 0; i < kBatch / lanes; ++i) {
+        V v = lane_sums(t + i * lanes);
+        if constexpr (vector_finish) v = fin.finish(v, n[i]);
+        for (int l = 0; l < lanes; ++l) out(s + i * lanes + l, 0) = v[l];
+      }
+    } else {  // a row of W <= lanes, finished as one vector
+#pragma GCC unroll 4
+      for (int j = 0; j < kBatch; ++j) {
+        const index_t e = off(s + j + 1);
+        Acc a[W];
+        run_row<W, NV>(b, e, a);
+        V v = {};
+        for (int k = 0; k < W; ++k) v[k] = a[k];
+        v = fin.finish(v, V{} + count(b, e));
+        for (int k = 0; k < W; ++k) out(s + j, k) = v[k];
+        b = e;
+      }
     }
+#endif
+    return b;
   }
   /// Whether `segments` runs over `positions` average at most one vector (TileReduce::runs).
   KOKKOS_FUNCTION bool narrow_runs(index_t positions, index_t segments) const {
@@ -477,7 +545,7 @@ struct SumReducer {
   KOKKOS_FUNCTION void reduce_scalar(Slot d, const Elem& elem, index_t b, index_t e) const {
     if constexpr (std::is_same_v<Elem, IdentityElem> && requires { map.contiguous(); }) {
       if (map.contiguous()) {  // sorted positions over packed rows: one flat vectorisable loop
-        ref(d, 0) = map.flat_sum(b, e);
+        ref(d, 0) = run_sum<Acc>(map.flat_run(b, e));
         return;
       }
     }
@@ -583,6 +651,12 @@ struct DivideByCount {
       o = c > 0 ? o / static_cast<std::remove_reference_t<decltype(o)>>(c) : 0;
     }
   }
+#ifdef SEGOPS_HOST_VECTORS
+  template <class V>
+  V finish(V x, V n) const {  // SumReducer::batch_runs
+    return x / n;
+  }
+#endif
 };
 
 }  // namespace segops::impl
