@@ -8,18 +8,24 @@
 
 namespace segops::impl {
 
-/// Elements in blocks of kBlock: on host backends each call runs one block with the functor and the
+/// Elements in blocks of Block: on host backends each call runs one block with the functor and the
 /// id accessor copied into locals, so their fields stay in registers across the loop (a per-element
 /// call reloads them after every store through an output pointer). On GPUs a block is one element.
 template <class Exec>
 inline constexpr index_t element_block_v =
-    Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible ? 512 : 1;
+    Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible ? kTileQuantum : 1;
 
-template <class F, class IdT, index_t Block>
+template <class F, class IdT, class Offsets, index_t Block>
 struct ElementTransform {
   F f;
   const IdT* ids;
   index_t stride, n, m;
+  /// Sorted ids (host blocks): a block whose segments average kRunMin elements or more is walked
+  /// segment by segment, each a loop with a constant segment (its per-segment values loaded and
+  /// its divisions done once, the loop free to vectorise). Empty views otherwise.
+  Offsets offsets, tile_first;
+  static constexpr index_t kRunMin = 16;
+
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
     const F fl = f;
     if constexpr (Block > 1 && requires { fl.packed_width(); }) {
@@ -39,6 +45,20 @@ struct ElementTransform {
   KOKKOS_FORCEINLINE_FUNCTION void rows(index_t blk, const G& g) const {
     const IdT* id = ids;
     const index_t st = stride, mm = m, lo = blk * Block, hi = Kokkos::min(n, lo + Block);
+    if constexpr (Block == kTileQuantum) {
+      if (offsets.extent(0) > 0) {
+        index_t s = tile_first(blk);  // first segment starting at lo or later
+        if ((hi - lo) >= kRunMin * (tile_first(blk + 1) - s + 1)) {
+          if (offsets(s) > lo) --s;  // the segment holding lo
+          for (index_t b = lo; b < hi; ++s) {
+            const index_t e = Kokkos::min(offsets(s + 1), hi);
+            for (index_t i = b; i < e; ++i) g(i, s);
+            b = e;
+          }
+          return;
+        }
+      }
+    }
     auto run = [&](auto unit) {
       for (index_t i = lo; i < hi; ++i) {
         const index_t s = static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
@@ -55,14 +75,17 @@ struct ElementTransform {
 template <class Exec, class Seg, class F>
 void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const char* label) {
   using IdT = typename Seg::ids_view::value_type;
+  using Offsets = decltype(seg.offsets());
   constexpr index_t block = element_block_v<Exec>;
   const index_t n = seg.num_elements();
   const auto ids = seg.ids();
+  const bool runs = block == kTileQuantum && seg.sorted();
   Kokkos::parallel_for(
       label,
       Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (n + block - 1) / block),
-      ElementTransform<F, std::remove_const_t<IdT>, block>{
-          f, ids.data(), static_cast<index_t>(ids.stride(0)), n, seg.num_segments()});
+      ElementTransform<F, std::remove_const_t<IdT>, Offsets, block>{
+          f, ids.data(), static_cast<index_t>(ids.stride(0)), n, seg.num_segments(),
+          runs ? seg.offsets() : Offsets(), runs ? seg.tile_first() : Offsets()});
 }
 
 /// The per-segment counterpart: f(s) for every segment (gathers from an arg element, say).
