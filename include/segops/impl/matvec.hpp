@@ -33,6 +33,28 @@ struct MatVec {
       o(i, p) = r;
     }
   }
+  /// Packed rows of 3 in and out (3x3 matrices, the usual case): segmented_transform's loop with
+  /// the products unrolled and the row strides constant.
+  KOKKOS_FUNCTION index_t packed_width() const {
+    const bool three =
+        packed_width_of(o) == 3 && packed_width_of(x) == 3 && (!Two || packed_width_of(y) == 3);
+    return three ? 3 : 0;
+  }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
+    O* op = o.ptr + i * W;
+    const T* xp = x.ptr + i * W;
+    const T* yp = y.ptr + i * W;
+    for (int p = 0; p < W; ++p) {
+      O r = 0;
+      if (s >= 0) {
+        for (int q = 0; q < W; ++q) r += static_cast<O>(a(s, p, q)) * static_cast<O>(xp[q]);
+        if constexpr (Two)
+          for (int q = 0; q < W; ++q) r += static_cast<O>(b(s, p, q)) * static_cast<O>(yp[q]);
+      }
+      op[p] = r;
+    }
+  }
 };
 
 template <class V>

@@ -78,7 +78,7 @@ struct MaxLocReducer {
   index_t w;
 
   KOKKOS_FUNCTION index_t width() const { return w; }
-  bool wants_arg() const { return arg.n > 0; }
+  KOKKOS_FUNCTION bool wants_arg() const { return arg.n > 0; }
   static KOKKOS_FUNCTION V identity() {
     return IsMax ? -Kokkos::Experimental::infinity<V>::value
                  : Kokkos::Experimental::infinity<V>::value;
