@@ -100,6 +100,25 @@ struct OuterMap {
       for (index_t c = 0; c < b.d; ++c) f(r * b.d + c, ar * static_cast<Acc>(b(e, c)));
     }
   }
+  /// Width W = a.d * b.d known at compile time (SumReducer::reduce_fixed): every accumulator index
+  /// a constant, so the row stays in registers; square rows (3x3 above all) fully unrolled.
+  template <int W, class F>
+  KOKKOS_FUNCTION void fixed(index_t e, F&& f) const {
+    constexpr int D = W == 9 ? 3 : W == 4 ? 2 : W == 1 ? 1 : 0;
+    if constexpr (D > 0) {
+      if (a.d == D && b.d == D) {
+        for (int r = 0; r < D; ++r) {
+          const Acc ar = static_cast<Acc>(a(e, r));
+          for (int c = 0; c < D; ++c) f(r * D + c, ar * static_cast<Acc>(b(e, c)));
+        }
+        return;
+      }
+    }
+    for (int k = 0; k < W; ++k) {
+      const index_t r = k / b.d, c = k % b.d;
+      f(k, static_cast<Acc>(a(e, r)) * static_cast<Acc>(b(e, c)));
+    }
+  }
 };
 
 /// Several per-segment scalar outputs (M) seen as one (M, K) accumulator row.

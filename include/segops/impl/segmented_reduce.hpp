@@ -274,9 +274,17 @@ struct PrivateReduce {
       if (s >= 0 && s < mm) rl.add_into(buf + s * ww, i);
     }
   }
-  KOKKOS_FUNCTION void operator()(CombineTag, index_t s) const {
-    for (index_t q = 1; q < parts; ++q) r.add_row(OutSlot{s}, scratch + ((q - 1) * m + s) * w);
-    r.finalize(s);
+  /// Segments [b * kCombine, (b + 1) * kCombine): the copies added in, then finalized.
+  static constexpr index_t kCombine = 256;
+  KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(CombineTag, index_t b) const {
+    const R rl = r;
+    const index_t lo = b * kCombine, hi = Kokkos::min(m, lo + kCombine);
+    for (index_t s = lo; s < hi; ++s)
+      for (index_t q = 1; q < parts; ++q) rl.add_row(OutSlot{s}, scratch + ((q - 1) * m + s) * w);
+    if constexpr (requires { rl.finalize_range(lo, hi); })
+      rl.finalize_range(lo, hi);
+    else
+      for (index_t s = lo; s < hi; ++s) rl.finalize(s);
   }
 };
 
@@ -361,8 +369,8 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
         if (parts > 1 || R::has_finalize)
           Kokkos::parallel_for(
               label,
-              Kokkos::RangePolicy<Exec, typename F::CombineTag, Kokkos::IndexType<index_t>>(exec, 0,
-                                                                                            m),
+              Kokkos::RangePolicy<Exec, typename F::CombineTag, Kokkos::IndexType<index_t>>(
+                  exec, 0, (m + F::kCombine - 1) / F::kCombine),
               f);
         return;
       }
@@ -436,6 +444,8 @@ struct SumReducer {
         return reduce_fixed<3>(d, elem, b, e);
       case 4:
         return reduce_fixed<4>(d, elem, b, e);
+      case 9:  // 3x3 matrices
+        return reduce_fixed<9>(d, elem, b, e);
       default:
         break;
     }
@@ -582,6 +592,30 @@ struct SumReducer {
     for (index_t k = 0; k < w; ++k) ref(d, k) += ref(c, k);
   }
   KOKKOS_FUNCTION void finalize(index_t s) const { fin(s, out, w); }
+  /// finalize(s) for s in [lo, hi): single values a vector of segments at a time where the
+  /// finisher works on vectors and exposes the counts (PrivateReduce's combine pass)
+  KOKKOS_FUNCTION void finalize_range(index_t lo, index_t hi) const {
+    if constexpr (!has_finalize) return;
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (HostVec<Acc>::ok && vector_finish && requires { fin.counts(lo); }) {
+      if (w == 1) {
+        using V = typename HostVec<Acc>::type;
+        constexpr int lanes = 16 / sizeof(Acc);
+        for (; lo + lanes <= hi; lo += lanes) {
+          V v, n;
+          for (int l = 0; l < lanes; ++l) {
+            const index_t c = static_cast<index_t>(fin.counts(lo + l));
+            v[l] = out(lo + l, 0);
+            n[l] = static_cast<Acc>(c > 0 ? c : 1);  // an empty segment's sum is 0
+          }
+          v = fin.finish(v, n);
+          for (int l = 0; l < lanes; ++l) out(lo + l, 0) = v[l];
+        }
+      }
+    }
+#endif
+    for (; lo < hi; ++lo) finalize(lo);
+  }
   /// finalize for a segment of c elements, where the caller knows c (finishers that take it then
   /// skip reading the descriptor's counts)
   KOKKOS_FUNCTION void finalize(index_t s, index_t c) const {
