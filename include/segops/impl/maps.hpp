@@ -102,6 +102,7 @@ struct OuterMap {
   }
   /// Width W = a.d * b.d known at compile time (SumReducer::reduce_fixed): every accumulator index
   /// a constant, so the row stays in registers; square rows (3x3 above all) fully unrolled.
+  static constexpr bool kSquareRows = true;
   template <int W, class F>
   KOKKOS_FUNCTION void fixed(index_t e, F&& f) const {
     constexpr int D = W == 9 ? 3 : W == 4 ? 2 : W == 1 ? 1 : 0;

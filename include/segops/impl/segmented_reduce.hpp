@@ -444,8 +444,9 @@ struct SumReducer {
         return reduce_fixed<3>(d, elem, b, e);
       case 4:
         return reduce_fixed<4>(d, elem, b, e);
-      case 9:  // 3x3 matrices
-        return reduce_fixed<9>(d, elem, b, e);
+      case 9:  // 3x3 matrices (instantiated only for maps that unroll them)
+        if constexpr (requires { Map::kSquareRows; }) return reduce_fixed<9>(d, elem, b, e);
+        break;
       default:
         break;
     }
@@ -516,6 +517,12 @@ struct SumReducer {
       for (int i = 0; i < kBatch / lanes; ++i) {
         V v = lane_sums(t + i * lanes);
         if constexpr (vector_finish) v = fin.finish(v, n[i]);
+        if constexpr (requires { out.s0; }) {
+          if (out.s0 == 1) {  // consecutive outputs: one vector store
+            __builtin_memcpy(&out(s + i * lanes, 0), &v, sizeof(V));
+            continue;
+          }
+        }
         for (int l = 0; l < lanes; ++l) out(s + i * lanes + l, 0) = v[l];
       }
     } else {  // a row of W <= lanes, finished as one vector
