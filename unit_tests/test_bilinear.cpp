@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The bilinear family (dot, inner_products, mul, add with a row or a scalar, axpy, axpby; forward,
 // backward, double backward) against double-precision references over every regime, mode, width
-// and layout; against finite differences; on bad input; and for bitwise determinism. The sweeps over
-// 64-bit ids and doubles, and float into double, are in test_bilinear_wide.cpp.
+// and layout; against finite differences; on bad input; and for bitwise determinism.
 #include "test_ops_common.hpp"
 
 namespace segtest::ops {
@@ -10,6 +9,12 @@ namespace {
 
 TEST(Bilinear, AllOpsInt32FloatFloat) {
   for (Mode mode : kModes) sweep<Bilinear, std::int32_t, float, float, std::int32_t>(mode, 101);
+}
+TEST(Bilinear, AllOpsInt64DoubleDouble) {
+  for (Mode mode : kModes) sweep<Bilinear, std::int64_t, double, double, i64>(mode, 102);
+}
+TEST(Bilinear, AllOpsInt32FloatIntoDouble) {
+  for (Mode mode : kModes) sweep<Bilinear, std::int32_t, float, double, i64>(mode, 103);
 }
 TEST(Bilinear, LayoutLeftAndStride) { layout_sweep<Bilinear>(111); }
 TEST(Bilinear, TrustedDropsOutOfRangeIds) { dropped_sweep<Bilinear>(121); }
