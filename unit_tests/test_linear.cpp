@@ -71,6 +71,22 @@ TEST(Linear, AllOpsInt32FloatIntoDouble) {
   for (Mode mode : kModes) sweep<std::int32_t, float, double>(mode, 13);
 }
 
+/// Rows of 2 and 4 over unsorted ids (the sweeps take widths 1, 3, 7 and 64): host backends finish
+/// mean's rows of 2 to 4 accumulators one vector per segment after adding the per-thread copies.
+TEST(Linear, UnsortedRowsOfTwoAndFour) {
+  std::mt19937_64 rng(14);
+  for (const auto& c : regimes(14, Mode::Unsorted)) {
+    const auto s32 = make_segments<std::int32_t>(c, Mode::Unsorted);
+    const auto s64 = make_segments<std::int64_t>(c, Mode::Unsorted);
+    for (i64 d : {2, 4})
+      for (const auto& op : kLinearOps) {
+        check_any<float, float>(op, s32, c, 2, d, rng, describe(op, c, Mode::Unsorted, 2, d));
+        check_any<double, double>(op, s64, c, 2, d, rng, describe(op, c, Mode::Unsorted, 2, d));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+  }
+}
+
 TEST(Linear, Count) {
   for (Mode mode : kModes)
     for (const auto& c : regimes(21, mode)) {

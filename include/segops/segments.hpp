@@ -158,15 +158,15 @@ class Segments {
     carry_ = Kokkos::View<double*, memory_space>("segops::Segments::carry", cap);
     carry_idx_ = index_view("segops::Segments::carry_index", cap);
     // Host backends, unsorted ids, default options: room for (threads - 1) output copies of rows
-    // of 4 doubles (sums over unsorted ids give each thread its own copy), unless that is more
-    // than 4 N doubles (then sums take the segment-owner schedule, which needs none).
+    // of 36 bytes (4 doubles, or a 3x3 float matrix: sums over unsorted ids give each thread its
+    // own copy), unless there are more copied rows than elements (then sums take the
+    // segment-owner schedule, which needs none).
     if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
       const index_type copies = static_cast<index_type>(exec.concurrency()) - 1;
-      if (!sorted_ && !opt_.deterministic && copies > 0 && m_ > 0 &&
-          copies * m_ * kWorkspaceRow <= 4 * n_valid_)
+      if (!sorted_ && !opt_.deterministic && copies > 0 && m_ > 0 && copies * m_ <= n_valid_)
         workspace_ = Kokkos::View<double*, memory_space>(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::workspace"),
-            copies * m_ * kWorkspaceRow);
+            (copies * m_ * kWorkspaceRowBytes + 7) / 8);
     }
     exec.fence("segops::Segments: descriptor ready");
   }
@@ -186,7 +186,7 @@ class Segments {
                          impl::KeysToPerm<index_view>{perm_, n_});
   }
 
-  static constexpr index_type kWorkspaceRow = 4;  // doubles per segment and output copy
+  static constexpr index_type kWorkspaceRowBytes = 36;  // per segment and output copy
   ids_view ids_;
   index_type n_ = 0, m_ = 0, n_valid_ = 0, max_count_ = 0;
   SegmentsOptions opt_;

@@ -27,6 +27,11 @@ struct RowMap {
     for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x(e, d)));
   }
   KOKKOS_FUNCTION bool contiguous() const { return x.d == 1 && x.s0 == 1; }
+  KOKKOS_FUNCTION index_t packed_width() const { return packed_width_of(x); }
+  template <int W, class F>  // where packed_width() == W
+  KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
+    for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x.ptr[e * W + d]));
+  }
   /// Packed rows of 2 to 4 that host vectors sum a row at a time (sorted positions).
   KOKKOS_FUNCTION bool vector_rows() const {
 #ifdef SEGOPS_HOST_VECTORS
@@ -56,6 +61,13 @@ struct RowSumMap {
     f(0, a);
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(x); }
+  KOKKOS_FUNCTION index_t packed_width() const { return packed_width_of(x); }
+  template <int W, class F>  // where packed_width() == W: the same sum, constant strides
+  KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
+    Acc a = 0;
+    for (int d = 0; d < W; ++d) a += static_cast<Acc>(x.ptr[e * W + d]);
+    f(0, a);
+  }
   KOKKOS_FUNCTION index_t flat_width() const { return x.d; }
   KOKKOS_FUNCTION auto flat_run(index_t b, index_t e) const {  // where contiguous()
     return flat(SumRun<Acc, T>{x.ptr + b * x.d}, (e - b) * x.d, (x.n - b) * x.d);

@@ -26,6 +26,17 @@ struct DotMap {
     f(0, row_dot<Acc>(a, b, e));
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(a) && packed(b); }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    return packed_width_of(a) == packed_width_of(b) ? packed_width_of(a) : 0;
+  }
+  template <int W, class F>  // where packed_width() == W: the same sum, constant strides
+  KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
+    const A* ap = a.ptr + e * W;
+    const B* bp = b.ptr + e * W;
+    Acc r = 0;
+    for (int d = 0; d < W; ++d) r += static_cast<Acc>(ap[d]) * static_cast<Acc>(bp[d]);
+    f(0, r);
+  }
   KOKKOS_FUNCTION index_t flat_width() const { return a.d; }
   KOKKOS_FUNCTION auto flat_run(index_t lo, index_t hi) const {  // where contiguous()
     const index_t room = Kokkos::min(a.n, b.n) - lo;
@@ -100,6 +111,16 @@ struct OuterMap {
       for (index_t c = 0; c < b.d; ++c) f(r * b.d + c, ar * static_cast<Acc>(b(e, c)));
     }
   }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    return packed_width_of(a) == packed_width_of(b) ? packed_width_of(a) : 0;
+  }
+  template <int W, class F>  // where packed_width() == W: W x W products, constant indices
+  KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
+    const A* ap = a.ptr + e * W;
+    const B* bp = b.ptr + e * W;
+    for (int r = 0; r < W; ++r)
+      for (int c = 0; c < W; ++c) f(r * W + c, static_cast<Acc>(ap[r]) * static_cast<Acc>(bp[c]));
+  }
   /// Width W = a.d * b.d known at compile time (SumReducer::reduce_fixed): every accumulator index
   /// a constant, so the row stays in registers; square rows (3x3 above all) fully unrolled.
   static constexpr bool kSquareRows = true;
@@ -134,6 +155,10 @@ struct OutTuple {
 template <class Acc>
 struct MatrixOut {
   Mat3<Acc> a;
+  /// Rows of w = R*C stored back to back, or null (SumReducer::dense_rows)
+  KOKKOS_FUNCTION Acc* dense_rows(index_t w) const {
+    return a.s2 == 1 && a.s1 == a.c && a.s0 == w ? a.ptr : nullptr;
+  }
   KOKKOS_FUNCTION Acc& operator()(index_t s, index_t k) const {
     // rows stored back to back (LayoutRight, the usual case): k is the offset, no division
     if (a.s2 == 1 && a.s1 == a.c) return a.ptr[s * a.s0 + k];

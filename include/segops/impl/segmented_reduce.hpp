@@ -259,19 +259,15 @@ struct PrivateReduce {
     const R rl = r;  // locals: the fields stay in registers across the stores
     const Ids id = ids;
     const index_t lo = n * q / parts, hi = n * (q + 1) / parts, mm = m, ww = w;
-    if (q == 0) {
-      for (index_t s = 0; s < mm; ++s) rl.init(OutSlot{s});
-      for (index_t i = lo; i < hi; ++i) {
-        const index_t s = static_cast<index_t>(id(i));
-        if (s >= 0 && s < mm) rl.template accumulate<false>(s, i);  // dropped ids: predictable
-      }
-      return;
+    Acc* rows = q == 0 ? rl.dense_rows() : scratch + (q - 1) * mm * ww;
+    if (rows) {
+      for (index_t k = 0; k < mm * ww; ++k) rows[k] = Acc(0);
+      return rl.scatter(rows, id.data(), static_cast<index_t>(id.stride(0)), lo, hi, mm);
     }
-    Acc* buf = scratch + (q - 1) * mm * ww;
-    for (index_t k = 0; k < mm * ww; ++k) buf[k] = Acc(0);
+    for (index_t s = 0; s < mm; ++s) rl.init(OutSlot{s});  // part 0, output rows not packed
     for (index_t i = lo; i < hi; ++i) {
       const index_t s = static_cast<index_t>(id(i));
-      if (s >= 0 && s < mm) rl.add_into(buf + s * ww, i);
+      if (s >= 0 && s < mm) rl.template accumulate<false>(s, i);
     }
   }
   /// Segments [b * kCombine, (b + 1) * kCombine): the copies added in, then finalized.
@@ -279,8 +275,15 @@ struct PrivateReduce {
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(CombineTag, index_t b) const {
     const R rl = r;
     const index_t lo = b * kCombine, hi = Kokkos::min(m, lo + kCombine);
-    for (index_t s = lo; s < hi; ++s)
-      for (index_t q = 1; q < parts; ++q) rl.add_row(OutSlot{s}, scratch + ((q - 1) * m + s) * w);
+    if (Acc* rows = rl.dense_rows()) {  // packed rows: one flat loop per copy
+      for (index_t q = 1; q < parts; ++q) {
+        const Acc* copy = scratch + (q - 1) * m * w;
+        for (index_t k = lo * w; k < hi * w; ++k) rows[k] += copy[k];
+      }
+    } else {
+      for (index_t s = lo; s < hi; ++s)
+        for (index_t q = 1; q < parts; ++q) rl.add_row(OutSlot{s}, scratch + ((q - 1) * m + s) * w);
+    }
     if constexpr (requires { rl.finalize_range(lo, hi); })
       rl.finalize_range(lo, hi);
     else
@@ -503,7 +506,7 @@ struct SumReducer {
   KOKKOS_FUNCTION index_t batch_runs(index_t s, index_t b, const Offsets& off) const {
 #ifdef SEGOPS_HOST_VECTORS
     using V = typename HostVec<Acc>::type;
-    auto count = [](index_t b, index_t e) { return static_cast<Acc>(e > b ? e - b : 1); };
+    auto count = [](index_t b, index_t e) { return divisor(e - b); };
     if constexpr (W == 1) {
       constexpr int lanes = 16 / sizeof(Acc);
       V t[kBatch], n[kBatch / lanes];
@@ -531,16 +534,28 @@ struct SumReducer {
         const index_t e = off(s + j + 1);
         Acc a[W];
         run_row<W, NV>(b, e, a);
-        V v = {};
-        for (int k = 0; k < W; ++k) v[k] = a[k];
-        v = fin.finish(v, V{} + count(b, e));
-        for (int k = 0; k < W; ++k) out(s + j, k) = v[k];
+        finish_row<W>(s + j, a, count(b, e));
         b = e;
       }
     }
 #endif
     return b;
   }
+  /// The finisher's f(x, n) divides by n: an empty segment's sums (0) by 1.
+  KOKKOS_FUNCTION static Acc divisor(index_t count) {
+    return static_cast<Acc>(count > 0 ? count : 1);
+  }
+#ifdef SEGOPS_HOST_VECTORS
+  /// out(s, :) = the finished row a of W <= lanes sums of n elements, one vector operation.
+  template <int W>
+  KOKKOS_FUNCTION void finish_row(index_t s, const Acc (&a)[W], Acc n) const {
+    using V = typename HostVec<Acc>::type;
+    V v = {};
+    for (int k = 0; k < W; ++k) v[k] = a[k];
+    v = fin.finish(v, V{} + n);
+    for (int k = 0; k < W; ++k) out(s, k) = v[k];
+  }
+#endif
   /// Whether `segments` runs over `positions` average at most one vector (TileReduce::runs).
   KOKKOS_FUNCTION bool narrow_runs(index_t positions, index_t segments) const {
     if constexpr (requires { map.flat_width(); })
@@ -599,29 +614,51 @@ struct SumReducer {
     for (index_t k = 0; k < w; ++k) ref(d, k) += ref(c, k);
   }
   KOKKOS_FUNCTION void finalize(index_t s) const { fin(s, out, w); }
-  /// finalize(s) for s in [lo, hi): single values a vector of segments at a time where the
-  /// finisher works on vectors and exposes the counts (PrivateReduce's combine pass)
+  /// finalize(s) for s in [lo, hi) (PrivateReduce's combine pass). Where the finisher works on
+  /// vectors and exposes the counts: single values a vector of segments at a time, rows of 2 to 4
+  /// (3-vectors above all) a row vector at a time.
   KOKKOS_FUNCTION void finalize_range(index_t lo, index_t hi) const {
-    if constexpr (!has_finalize) return;
 #ifdef SEGOPS_HOST_VECTORS
-    if constexpr (HostVec<Acc>::ok && vector_finish && requires { fin.counts(lo); }) {
-      if (w == 1) {
-        using V = typename HostVec<Acc>::type;
-        constexpr int lanes = 16 / sizeof(Acc);
-        for (; lo + lanes <= hi; lo += lanes) {
-          V v, n;
-          for (int l = 0; l < lanes; ++l) {
-            const index_t c = static_cast<index_t>(fin.counts(lo + l));
-            v[l] = out(lo + l, 0);
-            n[l] = static_cast<Acc>(c > 0 ? c : 1);  // an empty segment's sum is 0
-          }
-          v = fin.finish(v, n);
-          for (int l = 0; l < lanes; ++l) out(lo + l, 0) = v[l];
+    if constexpr (has_finalize && HostVec<Acc>::ok && vector_finish &&
+                  requires { fin.counts(lo); }) {
+      using V = typename HostVec<Acc>::type;
+      constexpr int lanes = 16 / sizeof(Acc);
+      auto rows = [&](auto width) {
+        constexpr int W = decltype(width)::value;
+        for (; lo < hi; ++lo) {
+          Acc a[W];
+          for (int k = 0; k < W; ++k) a[k] = out(lo, k);
+          finish_row<W>(lo, a, divisor(static_cast<index_t>(fin.counts(lo))));
         }
+      };
+      switch (w) {
+        case 1:
+          for (; lo + lanes <= hi; lo += lanes) {
+            V v, n;
+            for (int l = 0; l < lanes; ++l) {
+              v[l] = out(lo + l, 0);
+              n[l] = divisor(static_cast<index_t>(fin.counts(lo + l)));
+            }
+            v = fin.finish(v, n);
+            for (int l = 0; l < lanes; ++l) out(lo + l, 0) = v[l];
+          }
+          break;
+        case 2:
+          rows(std::integral_constant<int, 2>{});
+          break;
+        case 3:
+          if constexpr (lanes >= 3) rows(std::integral_constant<int, 3>{});
+          break;
+        case 4:
+          if constexpr (lanes >= 4) rows(std::integral_constant<int, 4>{});
+          break;
+        default:
+          break;
       }
     }
 #endif
-    for (; lo < hi; ++lo) finalize(lo);
+    if constexpr (has_finalize)
+      for (; lo < hi; ++lo) finalize(lo);
   }
   /// finalize for a segment of c elements, where the caller knows c (finishers that take it then
   /// skip reading the descriptor's counts)
@@ -651,10 +688,54 @@ struct SumReducer {
   KOKKOS_FUNCTION void init(OutSlot d) const {
     for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
   }
-  // PrivateReduce: element e added into a scratch row; a scratch row added into an output row.
+  // PrivateReduce: elements added into rows of a copy; a copy's row added into an output row.
   static constexpr bool can_privatize = true;
-  KOKKOS_FUNCTION void add_into(Acc* row, index_t e) const {
-    map(e, [&](index_t k, Acc v) { row[k] += v; });
+  /// The output as packed rows (row s at dense_rows() + s * w), or null.
+  KOKKOS_FUNCTION Acc* dense_rows() const {
+    if constexpr (std::is_same_v<Out, Mat<Acc>>) {
+      if (out.d == w && packed(out)) return out.ptr;
+    } else if constexpr (requires { out.dense_rows(w); }) {
+      return out.dense_rows(w);
+    }
+    return nullptr;
+  }
+  /// Adds the elements [lo, hi) whose ids lie in [0, m) into rows (row s at rows + s * w). Maps
+  /// over packed element rows of 1 or 3 with contiguous ids take a loop whose widths and strides
+  /// are constants; with them at run time the loop spills its fields and runs about 2x slower.
+  template <class IdT>
+  KOKKOS_FUNCTION void scatter(Acc* rows, const IdT* id, index_t st, index_t lo, index_t hi,
+                               index_t m) const {
+    const Map mp = map;
+    const index_t ww = w;
+    auto loop = [&](auto unit, const auto& add) {
+      auto id_at = [&](index_t i) {
+        const index_t s = static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
+        return s >= 0 && s < m ? s : index_t(-1);  // dropped ids: predictable
+      };
+      for (index_t i = lo; i < hi; ++i) {
+        const index_t s = id_at(i);
+        if (s >= 0) add(rows + s * ww, i);
+      }
+    };
+    auto packed_rows = [&](auto width) {
+      loop(std::true_type{}, [&](Acc* row, index_t e) {
+        mp.template packed_row<decltype(width)::value>(e, [&](int k, Acc v) { row[k] += v; });
+      });
+    };
+    if constexpr (requires { mp.packed_width(); }) {
+      if (st == 1) {
+        switch (mp.packed_width()) {
+          case 1:
+            return packed_rows(std::integral_constant<int, 1>{});
+          case 3:
+            return packed_rows(std::integral_constant<int, 3>{});
+          default:
+            break;
+        }
+      }
+    }
+    loop(std::false_type{},
+         [&](Acc* row, index_t e) { mp(e, [&](index_t k, Acc v) { row[k] += v; }); });
   }
   KOKKOS_FUNCTION void add_row(OutSlot d, const Acc* row) const {
     for (index_t k = 0; k < w; ++k) ref(d, k) += row[k];
