@@ -26,6 +26,10 @@ struct DotMap {
     f(0, row_dot<Acc>(a, b, e));
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(a) && packed(b); }
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const {
+    prefetch(&a(e, 0));
+    prefetch(&b(e, 0));
+  }
   KOKKOS_FUNCTION index_t packed_width() const {
     return packed_width_of(a) == packed_width_of(b) ? packed_width_of(a) : 0;
   }
@@ -110,6 +114,10 @@ struct OuterMap {
       const Acc ar = static_cast<Acc>(a(e, r));
       for (index_t c = 0; c < b.d; ++c) f(r * b.d + c, ar * static_cast<Acc>(b(e, c)));
     }
+  }
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const {
+    prefetch(&a(e, 0));
+    prefetch(&b(e, 0));
   }
   KOKKOS_FUNCTION index_t packed_width() const {
     return packed_width_of(a) == packed_width_of(b) ? packed_width_of(a) : 0;

@@ -101,8 +101,17 @@ struct TileReduce {
         }
       }
     }
+    // Positions through the permutation (deterministic option) read rows at random: each is
+    // prefetched kAhead positions before the segment that reads it (N = 2^25, rows of 3 floats,
+    // L = 3: sum 240 -> 164 ms, dot 375 -> 223 ms).
+    constexpr bool gathers = !std::is_same_v<Elem, IdentityElem> && kPrefetches && requires {
+      r.prefetch_row(index_t(0));
+    };
+    index_t ahead = head_end;  // rows of positions [head_end, ahead) prefetched
     for (; s < s_end; ++s) {
       const index_t e = offsets(s + 1);
+      if constexpr (gathers)
+        for (; ahead < Kokkos::min(e + R::kAhead, hi); ++ahead) r.prefetch_row(elem(ahead));
       r.reduce(OutSlot{s}, elem, offsets(s), Kokkos::min(e, hi));
       if (e <= hi) r.finalize(s);
     }
@@ -699,6 +708,10 @@ struct SumReducer {
     }
     return nullptr;
   }
+  static constexpr index_t kAhead = 32;  // elements between a row's prefetch and its use
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const {
+    if constexpr (requires { map.prefetch_row(e); }) map.prefetch_row(e);
+  }
   /// Adds the elements [lo, hi) whose ids lie in [0, m) into rows (row s at rows + s * w). Maps
   /// over packed element rows of 1 or 3 with contiguous ids take a loop whose widths and strides
   /// are constants; with them at run time the loop spills its fields and runs about 2x slower.
@@ -707,12 +720,17 @@ struct SumReducer {
                                index_t m) const {
     const Map mp = map;
     const index_t ww = w;
+    // Copies larger than a core's L2 cache (2 MiB here) miss on most adds: the row of the element
+    // kAhead positions on is prefetched (N = 2^25, rows of 3 floats, L = 3: 215 -> 143 ms).
+    const bool far = kPrefetches && m * ww * index_t(sizeof(Acc)) > (index_t(2) << 20);
     auto loop = [&](auto unit, const auto& add) {
       auto id_at = [&](index_t i) {
         const index_t s = static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
         return s >= 0 && s < m ? s : index_t(-1);  // dropped ids: predictable
       };
       for (index_t i = lo; i < hi; ++i) {
+        if (far && i + kAhead < hi)
+          prefetch<true>(rows + Kokkos::max(id_at(i + kAhead), index_t(0)) * ww);
         const index_t s = id_at(i);
         if (s >= 0) add(rows + s * ww, i);
       }

@@ -41,6 +41,19 @@ struct Mat {
 #define SEGOPS_FLATTEN
 #endif
 
+/// Host builds with GCC or Clang: prefetch<Write>(p) hints that the cache line at p is about to be
+/// read (written); kernels that would compute addresses only for it test kPrefetches.
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__) && \
+    !defined(SYCL_LANGUAGE_VERSION)
+inline constexpr bool kPrefetches = true;
+#else
+inline constexpr bool kPrefetches = false;
+#endif
+template <bool Write = false>
+KOKKOS_FORCEINLINE_FUNCTION void prefetch([[maybe_unused]] const void* p) {
+  if constexpr (kPrefetches) __builtin_prefetch(p, Write);
+}
+
 /// f(d) for every column d of a row of width w. Widths 1 to 4 (scalars and 3-vectors above all)
 /// are unrolled with constant column indices, so a per-element loop carries no inner loop and
 /// no trip-count checks; wider rows take a plain loop.
