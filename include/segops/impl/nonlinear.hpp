@@ -77,6 +77,21 @@ struct RmsScaleByN {
     using R = std::remove_reference_t<decltype(out(s, 0))>;
     out(s, 0) *= rms_n<R>(o, counts, s);
   }
+#ifdef SEGOPS_HOST_VECTORS
+  /// The same for segments s, s + 1, ... in x's lanes (SumReducer's batches), lane for lane.
+  template <class V>
+  V finish_at(index_t s, V x, V) const {
+    using R = std::remove_cvref_t<decltype(x[0])>;
+    using B = typename HostVec<R>::bits;
+    V os, c;
+    for (int l = 0; l < int(sizeof(V) / sizeof(R)); ++l) {
+      os[l] = static_cast<R>(o(s + l));
+      c[l] = static_cast<R>(counts(s + l));
+    }
+    const V n = (V)((B)((V{} + R(1)) / (c * os)) & (B)(os != V{}));  // rms_n: 0 where o_s = 0
+    return x * n;
+  }
+#endif
 };
 
 /// Double backward, per element: x+_i = g_s n_s u_i - g_s n_s^3 c_s p_s x_i with p_s = gg_s / n_s,
@@ -88,15 +103,30 @@ struct RmsDoubleBackward {
   Mat<const S> o, g;
   Mat<const GG> gg;
   Counts counts;
-  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
-    XP k = 0, l = 0;
-    if (s >= 0) {
-      const XP n = rms_n<XP>(o, counts, s);
-      k = static_cast<XP>(g(s)) * n;
-      l = n * static_cast<XP>(counts(s)) * static_cast<XP>(gg(s));
-    }
-    for (index_t d = 0; d < xp.d; ++d)
-      xp(i, d) = k * (static_cast<XP>(u(i, d)) - l * static_cast<XP>(x(i, d)));
+  struct Coeffs {
+    XP k = 0, l = 0;  // x+_i = k (u_i - l x_i); zeros for a dropped element
+  };
+  KOKKOS_FUNCTION Coeffs coeffs(index_t s) const {
+    if (s < 0) return {};
+    const XP n = rms_n<XP>(o, counts, s);
+    return {static_cast<XP>(g(s)) * n, n * static_cast<XP>(counts(s)) * static_cast<XP>(gg(s))};
+  }
+  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
+    const Coeffs c = coeffs(s);
+    for_cols(xp.d, [&](index_t d) {
+      xp(i, d) = c.k * (static_cast<XP>(u(i, d)) - c.l * static_cast<XP>(x(i, d)));
+    });
+  }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    const index_t w = packed_width_of(xp);
+    return packed_width_of(x) == w && packed_width_of(u) == w ? w : 0;
+  }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
+    const Coeffs c = coeffs(s);
+    for (int d = 0; d < W; ++d)
+      xp.ptr[i * W + d] =
+          c.k * (static_cast<XP>(u.ptr[i * W + d]) - c.l * static_cast<XP>(x.ptr[i * W + d]));
   }
 };
 

@@ -493,16 +493,27 @@ struct SumReducer {
   /// (W = 1), whose runs' lane partials are added across segments with shuffles, and rows whose
   /// finisher works on whole vectors. A finisher with finish(x, n) applies f(x, n) lane-wise to
   /// sums x of n elements (n = 1 for an empty segment, whose sum is 0): mean's divisions and
-  /// rms_norm's square roots, a few cycles each as scalars.
+  /// rms_norm's square roots, a few cycles each as scalars. One with finish_at(s, x, n) finishes
+  /// the single values of segments s, s + 1, ... in x's lanes (it reads per-segment inputs).
   static constexpr int kBatch = 4;
 #ifdef SEGOPS_HOST_VECTORS
   static constexpr bool vector_finish = requires(const Fin& f, typename HostVec<Acc>::type x) {
     f.finish(x, x);
   };
+  static constexpr bool segments_finish =
+      vector_finish ||
+      requires(const Fin& f, typename HostVec<Acc>::type x) { f.finish_at(index_t(0), x, x); };
+  template <class V>
+  KOKKOS_FUNCTION V finish_segments(index_t s, V x, V n) const {
+    if constexpr (vector_finish)
+      return fin.finish(x, n);
+    else
+      return fin.finish_at(s, x, n);
+  }
   static constexpr bool flat_runs = requires(const Map& m) { m.flat_run(0, 0); };
   static constexpr bool row_runs = requires(const Map& m) { m.vector_rows(); };
   template <int W>
-  static constexpr bool batches = HostVec<Acc>::ok && (!has_finalize || vector_finish) &&
+  static constexpr bool batches = HostVec<Acc>::ok && (!has_finalize || segments_finish) &&
                                   (W == 1 ? flat_runs
                                           : vector_finish && row_runs && W * sizeof(Acc) <= 16);
 #else
@@ -528,7 +539,7 @@ struct SumReducer {
       }
       for (int i = 0; i < kBatch / lanes; ++i) {
         V v = lane_sums(t + i * lanes);
-        if constexpr (vector_finish) v = fin.finish(v, n[i]);
+        if constexpr (has_finalize) v = finish_segments(s + i * lanes, v, n[i]);
         if constexpr (requires { out.s0; }) {
           if (out.s0 == 1) {  // consecutive outputs: one vector store
             __builtin_memcpy(&out(s + i * lanes, 0), &v, sizeof(V));
@@ -628,7 +639,7 @@ struct SumReducer {
   /// (3-vectors above all) a row vector at a time.
   KOKKOS_FUNCTION void finalize_range(index_t lo, index_t hi) const {
 #ifdef SEGOPS_HOST_VECTORS
-    if constexpr (has_finalize && HostVec<Acc>::ok && vector_finish &&
+    if constexpr (has_finalize && HostVec<Acc>::ok && segments_finish &&
                   requires { fin.counts(lo); }) {
       using V = typename HostVec<Acc>::type;
       constexpr int lanes = 16 / sizeof(Acc);
@@ -648,18 +659,18 @@ struct SumReducer {
               v[l] = out(lo + l, 0);
               n[l] = divisor(static_cast<index_t>(fin.counts(lo + l)));
             }
-            v = fin.finish(v, n);
+            v = finish_segments(lo, v, n);
             for (int l = 0; l < lanes; ++l) out(lo + l, 0) = v[l];
           }
           break;
         case 2:
-          rows(std::integral_constant<int, 2>{});
+          if constexpr (vector_finish) rows(std::integral_constant<int, 2>{});
           break;
         case 3:
-          if constexpr (lanes >= 3) rows(std::integral_constant<int, 3>{});
+          if constexpr (vector_finish && lanes >= 3) rows(std::integral_constant<int, 3>{});
           break;
         case 4:
-          if constexpr (lanes >= 4) rows(std::integral_constant<int, 4>{});
+          if constexpr (vector_finish && lanes >= 4) rows(std::integral_constant<int, 4>{});
           break;
         default:
           break;
