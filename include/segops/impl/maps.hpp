@@ -30,9 +30,7 @@ struct DotMap {
     prefetch(&a(e, 0));
     prefetch(&b(e, 0));
   }
-  KOKKOS_FUNCTION index_t packed_width() const {
-    return packed_width_of(a) == packed_width_of(b) ? packed_width_of(a) : 0;
-  }
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(a, b); }
   template <int W, class F>  // where packed_width() == W: the same sum, constant strides
   KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
     const A* ap = a.ptr + e * W;
@@ -119,9 +117,7 @@ struct OuterMap {
     prefetch(&a(e, 0));
     prefetch(&b(e, 0));
   }
-  KOKKOS_FUNCTION index_t packed_width() const {
-    return packed_width_of(a) == packed_width_of(b) ? packed_width_of(a) : 0;
-  }
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(a, b); }
   template <int W, class F>  // where packed_width() == W: W x W products, constant indices
   KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
     const A* ap = a.ptr + e * W;

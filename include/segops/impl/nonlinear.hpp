@@ -56,9 +56,7 @@ struct RmsBackward {
     const GX k = scale(s);
     for_cols(gx.d, [&](index_t d) { gx(i, d) = k * static_cast<GX>(x(i, d)); });
   }
-  KOKKOS_FUNCTION index_t packed_width() const {
-    return packed_width_of(gx) == packed_width_of(x) ? packed_width_of(gx) : 0;
-  }
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, x); }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     const GX k = scale(s);
@@ -117,10 +115,7 @@ struct RmsDoubleBackward {
       xp(i, d) = c.k * (static_cast<XP>(u(i, d)) - c.l * static_cast<XP>(x(i, d)));
     });
   }
-  KOKKOS_FUNCTION index_t packed_width() const {
-    const index_t w = packed_width_of(xp);
-    return packed_width_of(x) == w && packed_width_of(u) == w ? w : 0;
-  }
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(xp, x, u); }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     const Coeffs c = coeffs(s);

@@ -293,10 +293,7 @@ struct PrivateReduce {
       for (index_t s = lo; s < hi; ++s)
         for (index_t q = 1; q < parts; ++q) rl.add_row(OutSlot{s}, scratch + ((q - 1) * m + s) * w);
     }
-    if constexpr (requires { rl.finalize_range(lo, hi); })
-      rl.finalize_range(lo, hi);
-    else
-      for (index_t s = lo; s < hi; ++s) rl.finalize(s);
+    rl.finalize_range(lo, hi);
   }
 };
 
@@ -501,8 +498,9 @@ struct SumReducer {
     f.finish(x, x);
   };
   static constexpr bool segments_finish =
-      vector_finish ||
-      requires(const Fin& f, typename HostVec<Acc>::type x) { f.finish_at(index_t(0), x, x); };
+      vector_finish || requires(const Fin& f, typename HostVec<Acc>::type x) {
+    f.finish_at(index_t(0), x, x);
+  };
   template <class V>
   KOKKOS_FUNCTION V finish_segments(index_t s, V x, V n) const {
     if constexpr (vector_finish)

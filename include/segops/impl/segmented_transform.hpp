@@ -123,9 +123,7 @@ struct GatherRows {
     row(
         o.d, s, [&](index_t d) -> T& { return o(i, d); }, [&](index_t d) { return v(s, d); });
   }
-  KOKKOS_FUNCTION index_t packed_width() const {
-    return packed_width_of(o) == packed_width_of(v) ? packed_width_of(o) : 0;
-  }
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(o, v); }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     T* op = o.ptr + i * W;

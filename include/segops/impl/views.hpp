@@ -89,6 +89,12 @@ template <class T>
 KOKKOS_FUNCTION index_t packed_width_of(const Mat<T>& m) {
   return packed(m) ? m.d : 0;
 }
+/// The width all the given element views share as packed rows, or 0.
+template <class T, class... Ts>
+KOKKOS_FUNCTION index_t common_packed_width(const Mat<T>& m, const Mat<Ts>&... ms) {
+  const index_t w = packed_width_of(m);
+  return ((packed_width_of(ms) == w) && ...) ? w : 0;
+}
 
 /// Per-segment matrices A(M, R, C), normalised the same way.
 template <class T>
