@@ -194,5 +194,93 @@ TEST(BilinearDeterminism, SortedAndDeterministicAreBitwiseReproducible) {
     }
 }
 
+#ifndef SEGOPS_TEST_CUDA
+/// Host backends, deterministic option: a segment's dot product adds its elements' products in the
+/// order segmented_sum adds their values, so dot(x, y) equals, bit for bit, the sum of the element
+/// dots <x_e, y_e> (formed in float, column by column). Past the cache, the tiles over the
+/// permutation sum dot products that a pass in element order computed first (SumReducer::stage):
+/// the 200000-element case (rows of 3 or 5 floats: 4.8 or 8 MB of x and y) pins those.
+TEST(BilinearDeterminism, DeterministicDotIsTheSumOfElementDots) {
+  std::mt19937_64 rng(153);
+  std::vector<Case> cases = regimes(153, Mode::Deterministic);
+  Case big{"big_unsorted", std::vector<i64>(200000), 60000};
+  for (auto& id : big.ids) id = static_cast<i64>(rng() % 60000);
+  cases.push_back(big);
+  int unsorted = 0;
+  for (const auto& c : cases) {
+    const auto seg = make_segments<std::int32_t>(c, Mode::Deterministic);
+    if (seg.sorted()) continue;  // ids that came out sorted: runs of products, not of element dots
+    ++unsorted;
+    for (i64 d : {1, 3, 5}) {
+      const i64 n = c.n();
+      const auto xh = random_vector<float>(rng, n * d), yh = random_vector<float>(rng, n * d);
+      std::vector<float> vh(n);
+      for (i64 e = 0; e < n; ++e) {
+        float r = 0;
+        for (i64 k = 0; k < d; ++k) r += xh[e * d + k] * yh[e * d + k];
+        vh[e] = r;
+      }
+      using Rows = Kokkos::View<const float**, Kokkos::LayoutRight, Mem>;
+      const Rows x = device_matrix<float>(xh, n, d), y = device_matrix<float>(yh, n, d);
+      const Kokkos::View<const float*, Mem> v = device_vector<float>(vh);
+      const auto dot = poisoned_view<float, 1>(c.m, 1), sum = poisoned_view<float, 1>(c.m, 1);
+      segops::segmented_dot(Exec(), seg, x, y, dot);
+      segops::segmented_sum(Exec(), seg, v, sum);
+      EXPECT_TRUE(host_bytes(dot) == host_bytes(sum)) << c.name << ", D = " << d;
+    }
+  }
+  EXPECT_GE(unsorted, 6);
+}
+
+/// The staged rows' other shapes, past the cache: two accumulators (axpby_backward's ga and gb sum
+/// <x_e, g_e> and <y_e, g_e>) equal the column sums of those element dots, and dot into a double
+/// output equals the sum of the element dots formed in double.
+TEST(BilinearDeterminism, DeterministicStagedPairsAndDoubles) {
+  std::mt19937_64 rng(157);
+  const i64 n = 200000, m = 60000, d = 3;
+  Case c{"big_unsorted", std::vector<i64>(n), m};
+  for (auto& id : c.ids) id = static_cast<i64>(rng() % m);
+  const auto seg = make_segments<std::int32_t>(c, Mode::Deterministic);
+  ASSERT_FALSE(seg.sorted());
+  const auto xh = random_vector<float>(rng, n * d), yh = random_vector<float>(rng, n * d),
+             gh = random_vector<float>(rng, n * d);
+  std::vector<float> pairs(n * 2);
+  std::vector<double> dots(n);
+  for (i64 e = 0; e < n; ++e) {
+    float xg = 0, yg = 0;
+    double xy = 0;
+    for (i64 k = 0; k < d; ++k) {
+      const i64 j = e * d + k;
+      xg += xh[j] * gh[j];
+      yg += yh[j] * gh[j];
+      xy += static_cast<double>(xh[j]) * static_cast<double>(yh[j]);
+    }
+    pairs[e * 2] = xg;
+    pairs[e * 2 + 1] = yg;
+    dots[e] = xy;
+  }
+  using Rows = Kokkos::View<const float**, Kokkos::LayoutRight, Mem>;
+  const Rows x = device_matrix<float>(xh, n, d), y = device_matrix<float>(yh, n, d),
+             g = device_matrix<float>(gh, n, d), p = device_matrix<float>(pairs, n, 2);
+  const Kokkos::View<const float*, Mem> a = device_vector<float>(random_vector<float>(rng, m)),
+                                        b = device_vector<float>(random_vector<float>(rng, m));
+  const auto gx = poisoned_view<float, 2>(n, d), gy = poisoned_view<float, 2>(n, d);
+  const auto ga = poisoned_view<float, 1>(m, 1), gb = poisoned_view<float, 1>(m, 1);
+  const auto psum = poisoned_view<float, 2>(m, 2);
+  segops::segmented_axpby_backward(Exec(), seg, a, x, b, y, g, gx, gy, ga, gb);
+  segops::segmented_sum(Exec(), seg, p, psum);
+  const auto ga_h = to_host(ga), gb_h = to_host(gb), psum_h = to_host(psum);
+  i64 differ = 0;
+  for (i64 s = 0; s < m; ++s) differ += ga_h[s] != psum_h[s * 2] || gb_h[s] != psum_h[s * 2 + 1];
+  EXPECT_EQ(differ, 0) << "segments whose (ga, gb) differ from the column sums";
+
+  const Kokkos::View<const double*, Mem> v = device_vector<double>(dots);
+  const auto dot = poisoned_view<double, 1>(m, 1), sum = poisoned_view<double, 1>(m, 1);
+  segops::segmented_dot(Exec(), seg, x, y, dot);
+  segops::segmented_sum(Exec(), seg, v, sum);
+  EXPECT_TRUE(host_bytes(dot) == host_bytes(sum));
+}
+#endif
+
 }  // namespace
 }  // namespace segtest::ops

@@ -161,12 +161,18 @@ class Segments {
     // of 36 bytes (4 doubles, or a 3x3 float matrix: sums over unsorted ids give each thread its
     // own copy), unless there are more copied rows than elements (then sums take the
     // segment-owner schedule, which needs none).
+    // With the deterministic option instead: 8 bytes per element, where sums of dot products
+    // stage each element's value before the tiles over the permutation gather it.
     if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
       const index_type copies = static_cast<index_type>(exec.concurrency()) - 1;
+      index_type bytes = 0;
       if (!sorted_ && !opt_.deterministic && copies > 0 && m_ > 0 && copies * m_ <= n_valid_)
+        bytes = copies * m_ * kWorkspaceRowBytes;
+      if (!sorted_ && opt_.deterministic && n_valid_ > 0) bytes = n_ * kStagedElementBytes;
+      if (bytes > 0)
         workspace_ = Kokkos::View<double*, memory_space>(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::workspace"),
-            (copies * m_ * kWorkspaceRowBytes + 7) / 8);
+            (bytes + 7) / 8);
     }
     exec.fence("segops::Segments: descriptor ready");
   }
@@ -187,6 +193,7 @@ class Segments {
   }
 
   static constexpr index_type kWorkspaceRowBytes = 36;  // per segment and output copy
+  static constexpr index_type kStagedElementBytes = 8;  // per element (deterministic option)
   ids_view ids_;
   index_type n_ = 0, m_ = 0, n_valid_ = 0, max_count_ = 0;
   SegmentsOptions opt_;

@@ -14,43 +14,6 @@
 
 namespace segops::impl {
 
-/// Accumulator k = component k of the element's row.
-template <class Acc, class T>
-struct RowMap {
-  Mat<const T> x;
-  template <class F>
-  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
-    for_cols(x.d, [&](index_t d) { f(d, static_cast<Acc>(x(e, d))); });
-  }
-  template <int W, class F>  // x.d == W known at compile time: unrolled, accumulators in registers
-  KOKKOS_FUNCTION void fixed(index_t e, F&& f) const {
-    for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x(e, d)));
-  }
-  KOKKOS_FUNCTION bool contiguous() const { return x.d == 1 && x.s0 == 1; }
-  KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch(&x(e, 0)); }
-  KOKKOS_FUNCTION index_t packed_width() const { return packed_width_of(x); }
-  template <int W, class F>  // where packed_width() == W
-  KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
-    for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x.ptr[e * W + d]));
-  }
-  /// Packed rows of 2 to 4 that host vectors sum a row at a time (sorted positions).
-  KOKKOS_FUNCTION bool vector_rows() const {
-#ifdef SEGOPS_HOST_VECTORS
-    if constexpr (std::is_same_v<Acc, T> && HostVec<T>::ok)
-      return packed(x) && x.d >= 2 && x.d * index_t(sizeof(T)) <= 16;
-#endif
-    return false;
-  }
-  template <int W>
-  KOKKOS_FUNCTION void rows_sum(index_t b, index_t e, Acc (&a)[W]) const {
-    run_rows<Acc, W>(x.ptr + b * W, e - b, x.n - b, a);
-  }
-  KOKKOS_FUNCTION index_t flat_width() const { return 1; }
-  KOKKOS_FUNCTION auto flat_run(index_t b, index_t e) const {  // where contiguous()
-    return flat(SumRun<Acc, T>{x.ptr + b}, e - b, x.n - b);
-  }
-};
-
 /// One accumulator: the sum of the element's components.
 template <class Acc, class T>
 struct RowSumMap {

@@ -21,6 +21,11 @@ template <class Acc, class A, class B>
 struct DotMap {
   Mat<const A> a;
   Mat<const B> b;
+  /// Bytes of the rows of several views that an element reads (SumReducer::stage); 0 for <x, x>.
+  KOKKOS_FUNCTION index_t gather_bytes() const {
+    if (static_cast<const void*>(a.ptr) == static_cast<const void*>(b.ptr)) return 0;
+    return a.d * index_t(sizeof(A) + sizeof(B));
+  }
   template <class F>
   KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
     f(0, row_dot<Acc>(a, b, e));
@@ -49,6 +54,9 @@ struct DotMap {
 /// f(0, <a_e, b_e> + <c_e, d_e>)
 template <class Acc, class A, class B, class C, class D>
 struct DotSumMap {
+  KOKKOS_FUNCTION index_t gather_bytes() const {  // SumReducer::stage
+    return a.d * index_t(sizeof(A) + sizeof(B) + sizeof(C) + sizeof(D));
+  }
   Mat<const A> a;
   Mat<const B> b;
   Mat<const C> c;
@@ -62,6 +70,9 @@ struct DotSumMap {
 /// f(0, <a_e, b_e>), f(1, <c_e, d_e>)
 template <class Acc, class A, class B, class C, class D>
 struct TwoDotsMap {
+  KOKKOS_FUNCTION index_t gather_bytes() const {  // SumReducer::stage
+    return a.d * index_t(sizeof(A) + sizeof(B) + sizeof(C) + sizeof(D));
+  }
   Mat<const A> a;
   Mat<const B> b;
   Mat<const C> c;

@@ -324,6 +324,18 @@ struct OwnerReduce {
   }
 };
 
+/// Element rows [c kChunk, (c + 1) kChunk) of the map, computed into rows (SumReducer::stage).
+template <class R>
+struct StageRows {
+  static constexpr index_t kChunk = 4096;
+  R r;
+  typename R::acc_type* rows;
+  index_t n;
+  KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t c) const {
+    r.stage(rows, c * kChunk, Kokkos::min(n, (c + 1) * kChunk));
+  }
+};
+
 /// Runs reducer `r` over `seg`. R provides width(), reduce(slot, elem, b, e), join(OutSlot,
 /// CarrySlot), finalize(s), init(OutSlot), accumulate<Atomic>(s, i), has_finalize, and, where the
 /// atomic schedule needs a second pass over the elements (arg of a max), has_arg_pass with
@@ -341,19 +353,37 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
     const index_t tile =
         Kokkos::max<index_t>(1, ((n + slots - 1) / slots + quantum - 1) / quantum) * quantum;
     const index_t ntiles = n > 0 ? (n + tile - 1) / tile : 1;
-    auto run = [&](auto elem) {
-      using F = TileReduce<R, decltype(seg.offsets()), decltype(elem), typename Seg::ids_view>;
-      F f{r, seg.offsets(), seg.tile_first(), elem, seg.ids(), n, m, tile, ntiles};
+    auto run = [&](const auto& rr, auto elem) {
+      using RR = std::decay_t<decltype(rr)>;
+      using F = TileReduce<RR, decltype(seg.offsets()), decltype(elem), typename Seg::ids_view>;
+      F f{rr, seg.offsets(), seg.tile_first(), elem, seg.ids(), n, m, tile, ntiles};
       using Sweep = Kokkos::RangePolicy<Exec, typename F::SweepTag, Kokkos::IndexType<index_t>>;
       using Fixup = Kokkos::RangePolicy<Exec, typename F::FixupTag, Kokkos::IndexType<index_t>>;
       Kokkos::parallel_for(label, Sweep(exec, 0, ntiles), f);
       if (ntiles > 1) Kokkos::parallel_for(label, Fixup(exec, 0, ntiles), f);
     };
-    if (seg.sorted())
-      run(IdentityElem{});
-    else
-      run(PermElem<typename Seg::memory_space>{seg.permutation()});
-    return;
+    if (seg.sorted()) return run(r, IdentityElem{});
+    const PermElem<typename Seg::memory_space> perm{seg.permutation()};
+    if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible &&
+                  requires { requires R::can_stage; }) {
+      // Maps that read rows of several views: one pass in element order stages each element's
+      // row in the descriptor's workspace, and the tiles gather that row (SumReducer::stage).
+      using Acc = typename R::acc_type;
+      const index_t ne = seg.num_elements();
+      const auto ws = seg.workspace();
+      const index_t room =
+          static_cast<index_t>(ws.extent(0)) * index_t(sizeof(double) / sizeof(Acc));
+      if (ne > 0 && r.stages(ne, room)) {
+        Acc* rows = reinterpret_cast<Acc*>(ws.data());
+        using F = StageRows<R>;
+        Kokkos::parallel_for(label,
+                             Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(
+                                 exec, 0, (ne + F::kChunk - 1) / F::kChunk),
+                             F{r, rows, ne});
+        return run(r.staged(rows, ne), perm);
+      }
+    }
+    return run(r, perm);
   }
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
     if constexpr (R::can_privatize) {
@@ -414,6 +444,43 @@ struct NoFinalize {
   static constexpr bool has_finalize = false;
   template <class Out>
   KOKKOS_FUNCTION void operator()(index_t, const Out&, index_t) const {}
+};
+
+/// Accumulator k = component k of the element's row.
+template <class Acc, class T>
+struct RowMap {
+  Mat<const T> x;
+  template <class F>
+  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
+    for_cols(x.d, [&](index_t d) { f(d, static_cast<Acc>(x(e, d))); });
+  }
+  template <int W, class F>  // x.d == W known at compile time: unrolled, accumulators in registers
+  KOKKOS_FUNCTION void fixed(index_t e, F&& f) const {
+    for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x(e, d)));
+  }
+  KOKKOS_FUNCTION bool contiguous() const { return x.d == 1 && x.s0 == 1; }
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch(&x(e, 0)); }
+  KOKKOS_FUNCTION index_t packed_width() const { return packed_width_of(x); }
+  template <int W, class F>  // where packed_width() == W
+  KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
+    for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x.ptr[e * W + d]));
+  }
+  /// Packed rows of 2 to 4 that host vectors sum a row at a time (sorted positions).
+  KOKKOS_FUNCTION bool vector_rows() const {
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (std::is_same_v<Acc, T> && HostVec<T>::ok)
+      return packed(x) && x.d >= 2 && x.d * index_t(sizeof(T)) <= 16;
+#endif
+    return false;
+  }
+  template <int W>
+  KOKKOS_FUNCTION void rows_sum(index_t b, index_t e, Acc (&a)[W]) const {
+    run_rows<Acc, W>(x.ptr + b * W, e - b, x.n - b, a);
+  }
+  KOKKOS_FUNCTION index_t flat_width() const { return 1; }
+  KOKKOS_FUNCTION auto flat_run(index_t b, index_t e) const {  // where contiguous()
+    return flat(SumRun<Acc, T>{x.ptr + b}, e - b, x.n - b);
+  }
 };
 
 template <class Acc, class Map, class Out, class Fin = NoFinalize>
@@ -706,6 +773,61 @@ struct SumReducer {
   KOKKOS_FUNCTION void init(OutSlot d) const {
     for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
   }
+  // Deterministic option, unsorted ids, host backends: through the permutation, a map that reads
+  // rows of several views (dot products) gathers a random row of each. Where those rows outgrow
+  // the cache, the map's rows (one or two accumulators) are computed first in element order,
+  // streaming the views, into the descriptor's workspace, and the tiles gather one staged row per
+  // position. The sums add the same values in the same order (rows of 3 floats, L = 3, 2 threads:
+  // N = 2^25 270 -> 125 ms, N = 1e5 210 -> 187 us; N = 1e4 12 -> 15 us, so not there).
+  static constexpr bool can_stage = requires(const Map& mp) { mp.gather_bytes(); };
+  /// Whether to stage n rows, given room for that many accumulators.
+  KOKKOS_FUNCTION bool stages(index_t n, index_t room) const {
+    return w <= 2 && n * w <= room && n * map.gather_bytes() > kCacheBytes;
+  }
+  /// rows + e * w = the map's row of element e, for e in [lo, hi) (where stages()).
+  KOKKOS_FUNCTION void stage(Acc* rows, index_t lo, index_t hi) const {
+    const Map mp = map;
+    auto each = [&](auto width, const auto& row) {
+      constexpr int W = decltype(width)::value;
+      for (index_t e = lo; e < hi; ++e) {
+        Acc v[W] = {};
+        row(e, v);
+        for (int k = 0; k < W; ++k) rows[e * W + k] = v[k];
+      }
+    };
+    using One = std::integral_constant<int, 1>;
+    if constexpr (requires { mp.packed_width(); }) {
+      auto packed_rows = [&](auto width) {  // constant strides (see scatter)
+        each(One{}, [&](index_t e, Acc(&v)[1]) {
+          mp.template packed_row<decltype(width)::value>(e, [&](int, Acc x) { v[0] += x; });
+        });
+      };
+      if (w == 1) {
+        switch (mp.packed_width()) {
+          case 1:
+            return packed_rows(One{});
+          case 3:
+            return packed_rows(std::integral_constant<int, 3>{});
+          default:
+            break;
+        }
+      }
+    }
+    auto rows_of = [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      each(width, [&](index_t e, Acc(&v)[W]) { contribution<W>(e, v); });
+    };
+    if (w == 1)
+      rows_of(One{});
+    else
+      rows_of(std::integral_constant<int, 2>{});
+  }
+  /// This reduction over the rows stage() computed for elements [0, n).
+  auto staged(const Acc* rows, index_t n) const {
+    using Staged = RowMap<Acc, Acc>;
+    return SumReducer<Acc, Staged, Out, Fin>{Staged{Mat<const Acc>{rows, n, w, w, 1}}, out, fin,
+                                             carry, w};
+  }
   // PrivateReduce: elements added into rows of a copy; a copy's row added into an output row.
   static constexpr bool can_privatize = true;
   /// The output as packed rows (row s at dense_rows() + s * w), or null.
@@ -729,9 +851,9 @@ struct SumReducer {
                                index_t m) const {
     const Map mp = map;
     const index_t ww = w;
-    // Copies larger than a core's L2 cache (2 MiB here) miss on most adds: the row of the element
-    // kAhead positions on is prefetched (N = 2^25, rows of 3 floats, L = 3: 215 -> 143 ms).
-    const bool far = kPrefetches && m * ww * index_t(sizeof(Acc)) > (index_t(2) << 20);
+    // Copies larger than a core's L2 cache miss on most adds: the row of the element kAhead
+    // positions on is prefetched (N = 2^25, rows of 3 floats, L = 3: 215 -> 143 ms).
+    const bool far = kPrefetches && m * ww * index_t(sizeof(Acc)) > kCacheBytes;
     auto loop = [&](auto unit, const auto& add) {
       auto id_at = [&](index_t i) {
         const index_t s = static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
