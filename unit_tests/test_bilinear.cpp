@@ -21,6 +21,27 @@ TEST(Bilinear, TrustedDropsOutOfRangeIds) { dropped_sweep<Bilinear>(121); }
 TEST(Bilinear, NoSegmentsOrAllIdsDropped) { degenerate_sweep<Bilinear>(125); }
 TEST(Bilinear, FiniteDifferences) { fd_sweep<Bilinear>(131); }
 
+/// Products keep IEEE signed zeros: a_s = -1 times x_i = +0 is -0 in every component (a sum that
+/// started at +0 would turn it into +0), for rows of 1, 3 and 5, on every mode.
+TEST(Bilinear, MulKeepsNegativeZero) {
+  for (Mode mode : kModes)
+    for (const auto& c : regimes(127, mode)) {
+      const auto seg = make_segments<std::int32_t>(c, mode);
+      for (i64 d : {1, 3, 5}) {
+        const Kokkos::View<const double*, Mem> a =
+            device_vector<double>(std::vector<double>(c.m, -1.0));
+        const Kokkos::View<const double**, Kokkos::LayoutRight, Mem> x =
+            device_matrix<double>(std::vector<double>(c.n() * d, 0.0), c.n(), d);
+        const auto o = poisoned_view<double, 2>(c.n(), d);
+        segops::segmented_mul(Exec(), seg, a, x, o);
+        const auto oh = to_host(o);
+        i64 positive = 0;
+        for (double v : oh) positive += !(v == 0.0 && std::signbit(v));
+        EXPECT_EQ(positive, 0) << mode_name(mode) << " " << c.name << ", D = " << d;
+      }
+    }
+}
+
 // ---- bad input: each throws segops::Error naming the op and the argument, outputs untouched ----
 
 struct Small {

@@ -33,24 +33,26 @@ void reduce_map(const Exec& exec, const Seg& seg, const Map& map, const Out& out
 }
 
 /// One output row as a linear combination of up to four element rows t_k with per-segment
-/// coefficients: o_i = sum_k (w_k + f_k c_k(s)) t_k(i) (f_k = 0 where a term has no c_k).
-/// mul's forward/backward/double backward, dot's and inner_products' backward, axpy and axpby are
-/// all this one pass.
+/// coefficients: o_i = sum_k k_k(s) t_k(i), k_k(s) = f_k c_k(s) for a term with per-segment values
+/// c_k, else the constant w_k (f_k = 0). mul's forward/backward/double backward, dot's and
+/// inner_products' backward, axpy and axpby are all this one pass. The sum starts at the first
+/// term, not at 0, so a product that is -0 stays -0 (and the loop has one add less per term).
 template <class O, class T, class S, int K>
 struct Combination {
+  static_assert(K >= 1);
   Mat<O> o;
   Kokkos::Array<Mat<const T>, K> t;
   Kokkos::Array<Mat<const S>, K> c;
   Kokkos::Array<O, K> w, f;
   KOKKOS_FORCEINLINE_FUNCTION void coefficients(index_t s, O (&k)[K]) const {
-    for (int j = 0; j < K; ++j) k[j] = w[j] + (f[j] != O(0) ? f[j] * seg_value<O>(c[j], s) : O(0));
+    for (int j = 0; j < K; ++j) k[j] = f[j] != O(0) ? f[j] * seg_value<O>(c[j], s) : w[j];
   }
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const {
     O k[K];
     coefficients(s, k);
     for_cols(o.d, [&](index_t d) {
-      O r = 0;
-      for (int j = 0; j < K; ++j) r += k[j] * static_cast<O>(t[j](i, d));
+      O r = k[0] * static_cast<O>(t[0](i, d));
+      for (int j = 1; j < K; ++j) r += k[j] * static_cast<O>(t[j](i, d));
       o(i, d) = r;
     });
   }
@@ -65,8 +67,8 @@ struct Combination {
     O k[K];
     coefficients(s, k);
     for (int d = 0; d < W; ++d) {
-      O r = 0;
-      for (int j = 0; j < K; ++j) r += k[j] * static_cast<O>(t[j].ptr[i * W + d]);
+      O r = k[0] * static_cast<O>(t[0].ptr[i * W + d]);
+      for (int j = 1; j < K; ++j) r += k[j] * static_cast<O>(t[j].ptr[i * W + d]);
       o.ptr[i * W + d] = r;
     }
   }
@@ -103,7 +105,7 @@ struct Combinations<C1, void> {
   }
 };
 
-/// Term k of a Combination: element row t times (w + f * c(s)).
+/// Term k of a Combination: element row t times f * c(s), or times the constant w (no c).
 template <class T, class S>
 struct Term {
   Mat<const T> t;
