@@ -31,10 +31,7 @@ struct DotMap {
     f(0, row_dot<Acc>(a, b, e));
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(a) && packed(b); }
-  KOKKOS_FUNCTION void prefetch_row(index_t e) const {
-    prefetch(&a(e, 0));
-    prefetch(&b(e, 0));
-  }
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch_rows(e, a, b); }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(a, b); }
   template <int W, class F>  // where packed_width() == W: the same sum, constant strides
   KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
@@ -124,17 +121,21 @@ struct OuterMap {
       for (index_t c = 0; c < b.d; ++c) f(r * b.d + c, ar * static_cast<Acc>(b(e, c)));
     }
   }
-  KOKKOS_FUNCTION void prefetch_row(index_t e) const {
-    prefetch(&a(e, 0));
-    prefetch(&b(e, 0));
-  }
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch_rows(e, a, b); }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(a, b); }
   template <int W, class F>  // where packed_width() == W: W x W products, constant indices
   KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
     const A* ap = a.ptr + e * W;
     const B* bp = b.ptr + e * W;
-    for (int r = 0; r < W; ++r)
-      for (int c = 0; c < W; ++c) f(r * W + c, static_cast<Acc>(ap[r]) * static_cast<Acc>(bp[c]));
+    square<W>([&](int r) { return ap[r]; }, [&](int c) { return bp[c]; }, f);
+  }
+  /// f(r * D + c, a_r b_c) for the D x D products of the rows read by ra and rb.
+  template <int D, class RA, class RB, class F>
+  KOKKOS_FORCEINLINE_FUNCTION static void square(const RA& ra, const RB& rb, F&& f) {
+    for (int r = 0; r < D; ++r) {
+      const Acc ar = static_cast<Acc>(ra(r));
+      for (int c = 0; c < D; ++c) f(r * D + c, ar * static_cast<Acc>(rb(c)));
+    }
   }
   /// Width W = a.d * b.d known at compile time (SumReducer::reduce_fixed): every accumulator index
   /// a constant, so the row stays in registers; square rows (3x3 above all) fully unrolled.
@@ -143,13 +144,8 @@ struct OuterMap {
   KOKKOS_FUNCTION void fixed(index_t e, F&& f) const {
     constexpr int D = W == 9 ? 3 : W == 4 ? 2 : W == 1 ? 1 : 0;
     if constexpr (D > 0) {
-      if (a.d == D && b.d == D) {
-        for (int r = 0; r < D; ++r) {
-          const Acc ar = static_cast<Acc>(a(e, r));
-          for (int c = 0; c < D; ++c) f(r * D + c, ar * static_cast<Acc>(b(e, c)));
-        }
-        return;
-      }
+      if (a.d == D && b.d == D)
+        return square<D>([&](int r) { return a(e, r); }, [&](int c) { return b(e, c); }, f);
     }
     for (int k = 0; k < W; ++k) {
       const index_t r = k / b.d, c = k % b.d;

@@ -459,7 +459,7 @@ struct RowMap {
     for (int d = 0; d < W; ++d) f(d, static_cast<Acc>(x(e, d)));
   }
   KOKKOS_FUNCTION bool contiguous() const { return x.d == 1 && x.s0 == 1; }
-  KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch(&x(e, 0)); }
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch_rows(e, x); }
   KOKKOS_FUNCTION index_t packed_width() const { return packed_width_of(x); }
   template <int W, class F>  // where packed_width() == W
   KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {

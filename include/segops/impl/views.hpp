@@ -57,6 +57,12 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch([[maybe_unused]] const void* p) {
   if constexpr (kPrefetches) __builtin_prefetch(p, Write);
 }
 
+/// prefetch() of row e of each view.
+template <class... M>
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_rows(index_t e, const M&... m) {
+  (prefetch(&m(e, 0)), ...);
+}
+
 /// f(d) for every column d of a row of width w. Widths 1 to 4 (scalars and 3-vectors above all)
 /// are unrolled with constant column indices, so a per-element loop carries no inner loop and
 /// no trip-count checks; wider rows take a plain loop.
