@@ -336,6 +336,20 @@ struct StageRows {
   }
 };
 
+/// The descriptor's workspace (doubles) as accumulators of type Acc: where it starts, how many fit.
+template <class Acc>
+struct Workspace {
+  Acc* data;
+  index_t room;
+};
+template <class Acc, class Seg>
+Workspace<Acc> workspace_of(const Seg& seg) {
+  static_assert(sizeof(Acc) <= sizeof(double));
+  const auto ws = seg.workspace();
+  return {reinterpret_cast<Acc*>(ws.data()),
+          static_cast<index_t>(ws.extent(0)) * index_t(sizeof(double) / sizeof(Acc))};
+}
+
 /// Runs reducer `r` over `seg`. R provides width(), reduce(slot, elem, b, e), join(OutSlot,
 /// CarrySlot), finalize(s), init(OutSlot), accumulate<Atomic>(s, i), has_finalize, and, where the
 /// atomic schedule needs a second pass over the elements (arg of a max), has_arg_pass with
@@ -368,13 +382,10 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
                   requires { requires R::can_stage; }) {
       // Maps that read rows of several views: one pass in element order stages each element's
       // row in the descriptor's workspace, and the tiles gather that row (SumReducer::stage).
-      using Acc = typename R::acc_type;
       const index_t ne = seg.num_elements();
-      const auto ws = seg.workspace();
-      const index_t room =
-          static_cast<index_t>(ws.extent(0)) * index_t(sizeof(double) / sizeof(Acc));
-      if (ne > 0 && r.stages(ne, room)) {
-        Acc* rows = reinterpret_cast<Acc*>(ws.data());
+      const auto ws = workspace_of<typename R::acc_type>(seg);
+      if (ne > 0 && r.stages(ne, ws.room)) {
+        auto* rows = ws.data;
         using F = StageRows<R>;
         Kokkos::parallel_for(label,
                              Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(
@@ -391,13 +402,10 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
       // never for a deterministic descriptor (rows too wide to tile land here), whose results must
       // not depend on the threads.
       using Acc = typename R::acc_type;
-      static_assert(sizeof(Acc) <= sizeof(double));
       const index_t n = seg.num_elements(), parts = Kokkos::max<index_t>(1, exec.concurrency());
-      const auto ws = seg.workspace();
-      const index_t room =
-          static_cast<index_t>(ws.extent(0)) * index_t(sizeof(double) / sizeof(Acc));
-      if (!seg.deterministic() && (parts == 1 || (parts - 1) * m * w <= room)) {
-        Acc* scratch = parts > 1 ? reinterpret_cast<Acc*>(ws.data()) : nullptr;
+      const auto ws = workspace_of<Acc>(seg);
+      if (!seg.deterministic() && (parts == 1 || (parts - 1) * m * w <= ws.room)) {
+        Acc* scratch = parts > 1 ? ws.data : nullptr;
         using F = PrivateReduce<R, typename Seg::ids_view>;
         F f{r, seg.ids(), scratch, n, m, w, parts};
         Kokkos::parallel_for(
