@@ -19,6 +19,7 @@ TEST(Bilinear, AllOpsInt32FloatIntoDouble) {
 TEST(Bilinear, LayoutLeftAndStride) { layout_sweep<Bilinear>(111); }
 TEST(Bilinear, TrustedDropsOutOfRangeIds) { dropped_sweep<Bilinear>(121); }
 TEST(Bilinear, NoSegmentsOrAllIdsDropped) { degenerate_sweep<Bilinear>(125); }
+TEST(Bilinear, ManySegmentsUnsorted) { many_segments_sweep<Bilinear>(127); }
 TEST(Bilinear, FiniteDifferences) { fd_sweep<Bilinear>(131); }
 
 /// Products keep IEEE signed zeros: a_s = -1 times x_i = +0 is -0 in every component (a sum that

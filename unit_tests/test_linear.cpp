@@ -221,6 +221,21 @@ TEST(Linear, TrustedDropsOutOfRangeIds) {
       }
 }
 
+/// Unsorted ids over many segments, some dropped (trusted): the gathers prefetch the rows of later
+/// elements' segments, the reductions the rows they add into.
+TEST(Linear, ManySegmentsUnsorted) {
+  std::mt19937_64 rng(45);
+  const Case c = with_dropped_ids(many_segments_case(45), 46);
+  const auto seg = make_segments<std::int32_t>(c, Mode::Unsorted, /*trusted=*/true);
+  for (const auto& op : kLinearOps)
+    for (int rank : {1, 2}) {
+      if (op.component && rank == 1) continue;
+      const i64 d = rank == 1 ? 1 : 3;
+      check_any<float, double>(op, seg, c, rank, d, rng, describe(op, c, Mode::Unsorted, rank, d));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
 /// A trusted descriptor whose ids are all out of range, including M = 0 with N > 0.
 TEST(Linear, TrustedAllIdsDropped) {
   std::mt19937_64 rng(43);

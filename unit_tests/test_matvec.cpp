@@ -19,6 +19,7 @@ TEST(Matvec, AllOpsInt32FloatIntoDouble) {
 TEST(Matvec, LayoutLeftAndStride) { layout_sweep<Matvec>(211); }
 TEST(Matvec, TrustedDropsOutOfRangeIds) { dropped_sweep<Matvec>(221); }
 TEST(Matvec, NoSegmentsOrAllIdsDropped) { degenerate_sweep<Matvec>(225); }
+TEST(Matvec, ManySegmentsUnsorted) { many_segments_sweep<Matvec>(227); }
 TEST(Matvec, FiniteDifferences) { fd_sweep<Matvec>(231); }
 
 // ---- bad input: each throws segops::Error naming the op and the argument, outputs untouched ----

@@ -610,6 +610,21 @@ void dropped_sweep(std::uint64_t seed) {
       }
 }
 
+/// Every op on many_segments_case with dropped ids (trusted): the passes that prefetch rows of
+/// random segments, with ids of dropped elements among those looked ahead at.
+template <class Fam>
+void many_segments_sweep(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const Case c = with_dropped_ids(many_segments_case(seed), seed + 1);
+  const auto seg = make_segments<std::int32_t>(c, Mode::Unsorted, /*trusted=*/true);
+  for (const auto& def : Fam::ops()) {
+    const Dims dm = Fam::layout_dims();
+    check_op<Fam, float, double, i64, 2>(def, seg, c, dm, rng,
+                                         describe(def, c, "unsorted+trusted", dm));
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 /// M = 0 with N = 0, and trusted descriptors whose ids are all out of range (M = 0 and M = 4):
 /// reductions over nothing, per-element outputs of dropped elements only.
 template <class Fam>

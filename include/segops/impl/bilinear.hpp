@@ -56,6 +56,12 @@ struct Combination {
       o(i, d) = r;
     });
   }
+  /// The per-segment coefficients in use (segmented_transform prefetches them for unsorted ids).
+  template <class G>
+  KOKKOS_FUNCTION void segment_rows(G&& g) const {
+    for (int j = 0; j < K; ++j)
+      if (f[j] != O(0)) g(c[j]);
+  }
   KOKKOS_FUNCTION index_t packed_width() const {
     const index_t pw = packed_width_of(o);
     for (int j = 0; j < K; ++j)
@@ -87,6 +93,11 @@ struct Combinations {
   KOKKOS_FUNCTION index_t packed_width() const {
     return a.packed_width() == b.packed_width() ? a.packed_width() : 0;
   }
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    a.segment_rows(f);
+    b.segment_rows(f);
+  }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     a.template packed<W>(i, s);
@@ -99,6 +110,10 @@ struct Combinations<C1, void> {
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const { a.row(i, s); }
   KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
   KOKKOS_FUNCTION index_t packed_width() const { return a.packed_width(); }
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    a.segment_rows(f);
+  }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     a.template packed<W>(i, s);
@@ -138,6 +153,11 @@ struct AxpyInPlace {
     const Y k = seg_value<Y>(a, s);
     for_cols(y.d, [&](index_t d) { y(i, d) += k * static_cast<Y>(x(i, d)); });
   }
+  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    f(a);
+  }
 };
 
 /// o_i = x_i + b_s, with b a row (M, D) or a per-segment scalar (M) added to every component.
@@ -149,6 +169,11 @@ struct AddRow {
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
     for (index_t d = 0; d < o.d; ++d)
       o(i, d) = static_cast<O>(x(i, d)) + (s < 0 ? O(0) : static_cast<O>(b(s, d)));
+  }
+  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    f(b);
   }
 };
 

@@ -33,6 +33,14 @@ struct MatVec {
       o(i, p) = r;
     }
   }
+  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    if constexpr (Two)
+      f(a, b);
+    else
+      f(a);
+  }
   /// Packed rows of 3 in and out (3x3 matrices, the usual case): segmented_transform's loop with
   /// the products unrolled and the row strides constant.
   KOKKOS_FUNCTION index_t packed_width() const {

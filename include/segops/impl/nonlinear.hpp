@@ -57,6 +57,11 @@ struct RmsBackward {
     for_cols(gx.d, [&](index_t d) { gx(i, d) = k * static_cast<GX>(x(i, d)); });
   }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, x); }
+  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    f(o, g, counts);
+  }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     const GX k = scale(s);
@@ -116,6 +121,11 @@ struct RmsDoubleBackward {
     });
   }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(xp, x, u); }
+  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    f(o, g, gg, counts);
+  }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     const Coeffs c = coeffs(s);
@@ -157,6 +167,11 @@ struct MaxNormElement {
         gx(i, d) = k * (static_cast<GX>(u(i, d)) - static_cast<GX>(x(i, d)) / nrm * p);
     }
   }
+  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    f(arg, g);
+  }
 };
 
 /// Double backward, per segment: gg_s = <x^_{i*}, u_{i*}> (0 for an empty segment or ||x|| = 0).
@@ -190,6 +205,11 @@ struct ArgScatter {
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
     for (index_t d = 0; d < gx.d; ++d)
       gx(i, d) = s >= 0 && static_cast<index_t>(arg(s, d)) == i ? static_cast<GX>(g(s, d)) : GX(0);
+  }
+  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
+  template <class F>
+  KOKKOS_FUNCTION void segment_rows(F&& f) const {
+    f(g, arg);
   }
 };
 

@@ -111,7 +111,7 @@ struct TileReduce {
     for (; s < s_end; ++s) {
       const index_t e = offsets(s + 1);
       if constexpr (gathers)
-        for (; ahead < Kokkos::min(e + R::kAhead, hi); ++ahead) r.prefetch_row(elem(ahead));
+        for (; ahead < Kokkos::min(e + kAhead, hi); ++ahead) r.prefetch_row(elem(ahead));
       r.reduce(OutSlot{s}, elem, offsets(s), Kokkos::min(e, hi));
       if (e <= hi) r.finalize(s);
     }
@@ -847,7 +847,6 @@ struct SumReducer {
     }
     return nullptr;
   }
-  static constexpr index_t kAhead = 32;  // elements between a row's prefetch and its use
   KOKKOS_FUNCTION void prefetch_row(index_t e) const {
     if constexpr (requires { map.prefetch_row(e); }) map.prefetch_row(e);
   }
