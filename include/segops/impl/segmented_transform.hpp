@@ -37,14 +37,11 @@ struct ElementTransform {
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
     const F fl = f;
     if constexpr (Block > 1 && requires { fl.packed_width(); }) {
-      switch (fl.packed_width()) {  // packed rows of width 1 or 3: constant strides in the loop
-        case 1:
-          return rows(blk, fl, [&](index_t i, index_t s) { fl.template packed<1>(i, s); });
-        case 3:
-          return rows(blk, fl, [&](index_t i, index_t s) { fl.template packed<3>(i, s); });
-        default:
-          break;
-      }
+      if (with_packed_width(fl.packed_width(), [&](auto w) {
+            constexpr int W = decltype(w)::value;
+            rows(blk, fl, [&](index_t i, index_t s) { fl.template packed<W>(i, s); });
+          }))
+        return;
     }
     rows(blk, fl, fl);
   }
