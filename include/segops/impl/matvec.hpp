@@ -22,16 +22,9 @@ struct MatVec {
   Mat3<const S> a, b;
   Mat<const T> x, y;
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
-    for (index_t p = 0; p < o.d; ++p) {
-      O r = 0;
-      if (s >= 0) {
-        for (index_t q = 0; q < x.d; ++q) r += static_cast<O>(a(s, p, q)) * static_cast<O>(x(i, q));
-        if constexpr (Two)
-          for (index_t q = 0; q < y.d; ++q)
-            r += static_cast<O>(b(s, p, q)) * static_cast<O>(y(i, q));
-      }
-      o(i, p) = r;
-    }
+    product(
+        s, o.d, x.d, [&](index_t p) -> O& { return o(i, p); }, [&](index_t q) { return x(i, q); },
+        [&](index_t q) { return y(i, q); });
   }
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
   template <class F>
@@ -53,14 +46,24 @@ struct MatVec {
     O* op = o.ptr + i * W;
     const T* xp = x.ptr + i * W;
     const T* yp = y.ptr + i * W;
-    for (int p = 0; p < W; ++p) {
+    product(
+        s, W, W, [&](index_t p) -> O& { return op[p]; }, [&](index_t q) { return xp[q]; },
+        [&](index_t q) { return yp[q]; });
+  }
+  /// out(p) = sum_q A_s(p, q) xi(q) (+ B_s(p, q) yi(q)) for p < rows, q < cols; 0 for a dropped
+  /// element (s < 0). Constant rows and cols (packed<W>) unroll both loops.
+  template <class Out, class X, class Y>
+  KOKKOS_FORCEINLINE_FUNCTION void product(index_t s, index_t rows, index_t cols, const Out& out,
+                                           const X& xi, const Y& yi) const {
+    for (index_t p = 0; p < rows; ++p) {
       O r = 0;
       if (s >= 0) {
-        for (int q = 0; q < W; ++q) r += static_cast<O>(a(s, p, q)) * static_cast<O>(xp[q]);
+        for (index_t q = 0; q < cols; ++q) r += static_cast<O>(a(s, p, q)) * static_cast<O>(xi(q));
         if constexpr (Two)
-          for (int q = 0; q < W; ++q) r += static_cast<O>(b(s, p, q)) * static_cast<O>(yp[q]);
+          for (index_t q = 0; q < cols; ++q)
+            r += static_cast<O>(b(s, p, q)) * static_cast<O>(yi(q));
       }
-      op[p] = r;
+      out(p) = r;
     }
   }
 };
