@@ -151,7 +151,10 @@ struct GatherRows {
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
   template <class F>
   KOKKOS_FUNCTION void segment_rows(F&& f) const {
-    f(v);
+    if constexpr (Scale::identity)
+      f(v);
+    else
+      f(v, scale.counts);
   }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
