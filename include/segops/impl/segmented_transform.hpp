@@ -8,6 +8,12 @@
 
 namespace segops::impl {
 
+/// F names the per-segment inputs it reads (segment_rows, below).
+template <class F>
+concept NamesSegmentRows = requires(const F& f) {
+  f.segment_rows([](const auto&...) {});
+};
+
 /// Elements in blocks of Block: on host backends each call runs one block with the functor and the
 /// id accessor copied into locals, so their fields stay in registers across the loop (a per-element
 /// call reloads them after every store through an output pointer). On GPUs a block is one element.
@@ -18,6 +24,7 @@ namespace segops::impl {
 /// read at random, and a functor of a few dozen instructions per element leaves too few misses in
 /// flight on its own (unsorted, rows of 3 floats, L = 3, 2 threads: matvec N = 1e6 2.7-5.6 ->
 /// 1.8 ms, N = 2^25 478 -> 131 ms; mul N = 2^25 174 -> 67 ms; broadcast N = 2^25 153 -> 116 ms).
+
 template <class Exec>
 inline constexpr index_t element_block_v =
     Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible ? kTileQuantum : 1;
@@ -86,7 +93,7 @@ struct ElementTransform {
       else
         run(std::false_type{}, prefetching);
     };
-    if constexpr (Block > 1 && kPrefetches && requires { fl.segment_rows([](const auto&...) {}); })
+    if constexpr (Block > 1 && kPrefetches && NamesSegmentRows<F>)
       if (ahead) return ids_run(std::true_type{});
     ids_run(std::false_type{});
   }
@@ -101,7 +108,7 @@ void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const cha
   const auto ids = seg.ids();
   const bool runs = block == kTileQuantum && seg.sorted();
   index_t row = 0;  // bytes per segment of the segment rows
-  if constexpr (block > 1 && requires { f.segment_rows([](const auto&...) {}); })
+  if constexpr (block > 1 && NamesSegmentRows<F>)
     f.segment_rows([&](const auto&... v) { row += row_bytes(v...); });
   const bool ahead = !seg.sorted() && seg.num_segments() * row > kCacheBytes;
   Kokkos::parallel_for(
