@@ -223,24 +223,10 @@ KOKKOS_FUNCTION Flat<Run> flat(Run run, index_t len, index_t room) {
   return {run, len, room};
 }
 
-/// The sum of a run's values. Short runs take the masked vector path (NV vectors, else
-/// kRunVectors) where the run's vectors are readable.
-template <class Acc, int NV = kRunVectors, class Run>
-KOKKOS_FUNCTION Acc run_sum(const Flat<Run>& f) {
 #ifdef SEGOPS_HOST_VECTORS
-  if constexpr (Run::vectors) {
-    constexpr index_t K = NV * index_t(16 / sizeof(Acc));
-    if (f.len <= K && f.room >= K)
-      return lane_sum(masked_run_vec<Acc, NV>(f.len, [&](int k) { return f.run.vec(k); }));
-    if constexpr (NV < kRunVectors) return run_sum<Acc, kRunVectors>(f);
-  }
-#endif
-  return flat_sum8<Acc>(f.len, [&](index_t k) { return f.run.at(k); });
-}
-
-#ifdef SEGOPS_HOST_VECTORS
-/// run_sum as a vector whose lane_sum is the sum (lane 0 alone where the run takes the scalar
-/// loop).
+/// The sum of a run's values as a vector whose lane_sum is the sum. Short runs take the masked
+/// vector path (NV vectors, else kRunVectors) where the run's vectors are readable; other runs the
+/// scalar loop, its sum in lane 0.
 template <class Acc, int NV = kRunVectors, class Run>
 inline typename HostVec<Acc>::type run_vec(const Flat<Run>& f) {
   if constexpr (Run::vectors) {
@@ -254,6 +240,16 @@ inline typename HostVec<Acc>::type run_vec(const Flat<Run>& f) {
   return r;
 }
 #endif
+
+/// The sum of a run's values: run_vec's lane_sum on host vectors (for the scalar loop's sum that
+/// adds zeros to it, which changes no bit: the loop never returns -0).
+template <class Acc, int NV = kRunVectors, class Run>
+KOKKOS_FUNCTION Acc run_sum(const Flat<Run>& f) {
+#ifdef SEGOPS_HOST_VECTORS
+  if constexpr (Run::vectors) return lane_sum(run_vec<Acc, NV>(f));
+#endif
+  return flat_sum8<Acc>(f.len, [&](index_t k) { return f.run.at(k); });
+}
 
 }  // namespace segops::impl
 
