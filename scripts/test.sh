@@ -57,10 +57,11 @@ fi
 step "Serial unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$root" -B "$build/sanitize" -DCMAKE_BUILD_TYPE=None -DKokkos_ROOT="$host_kokkos" \
   -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-  -DSegOps_ENABLE_PERF_TESTS=OFF -DSegOps_ENABLE_INSTALL_TEST=OFF >/dev/null
+  -DSegOps_ENABLE_PERF_TESTS=OFF -DSegOps_ENABLE_INSTALL_TEST=OFF -DSegOps_SERIAL_TEST_SHARDS="$jobs" >/dev/null
 cmake --build "$build/sanitize" -j "$jobs" --target segops_unit_tests_serial
+# one GoogleTest shard per core (unit_serial_0, unit_serial_1, ...), run side by side
 (cd "$build/sanitize" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest -R '^unit_serial$' --output-on-failure)
+  ctest -R '^unit_serial' -j "$jobs" --output-on-failure)
 
 step "host build and test suite"
 # The Serial unit tests just ran under the sanitizers; here the OpenMP executable (run with 1 and 2
@@ -72,4 +73,4 @@ cmake -S "$root" -B "$build/host" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$hos
 cmake --build "$build/host" -j "$jobs"
 cd "$build/host"
 step "ctest (host)"
-ctest --output-on-failure -j 1
+ctest --output-on-failure -j "$jobs"  # the 2-thread tests take two slots (PROCESSORS 2)
