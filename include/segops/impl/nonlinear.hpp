@@ -49,12 +49,15 @@ struct RmsBackward {
   Mat<const T> x;
   Mat<const S> o, g;
   Counts counts;
-  KOKKOS_FUNCTION GX scale(index_t s) const {
+  /// g_s n_s (0 for a dropped element), and element i from it (segmented_transform).
+  KOKKOS_FUNCTION GX coeffs(index_t s) const {
     return s < 0 ? GX(0) : static_cast<GX>(g(s)) * rms_n<GX>(o, counts, s);
   }
-  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
-    const GX k = scale(s);
+  KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t, GX k) const {
     for_cols(gx.d, [&](index_t d) { gx(i, d) = k * static_cast<GX>(x(i, d)); });
+  }
+  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
+    apply(i, s, coeffs(s));
   }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, x); }
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
@@ -64,7 +67,10 @@ struct RmsBackward {
   }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
-    const GX k = scale(s);
+    packed_apply<W>(i, s, coeffs(s));
+  }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t, GX k) const {
     for (int d = 0; d < W; ++d) gx.ptr[i * W + d] = k * static_cast<GX>(x.ptr[i * W + d]);
   }
 };
@@ -107,18 +113,20 @@ struct RmsDoubleBackward {
   Mat<const GG> gg;
   Counts counts;
   struct Coeffs {
-    XP k = 0, l = 0;  // x+_i = k (u_i - l x_i); zeros for a dropped element
+    XP k, l;  // x+_i = k (u_i - l x_i); zeros (value-initialised) for a dropped element
   };
   KOKKOS_FUNCTION Coeffs coeffs(index_t s) const {
     if (s < 0) return {};
     const XP n = rms_n<XP>(o, counts, s);
     return {static_cast<XP>(g(s)) * n, n * static_cast<XP>(counts(s)) * static_cast<XP>(gg(s))};
   }
-  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
-    const Coeffs c = coeffs(s);
+  KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t, const Coeffs& c) const {
     for_cols(xp.d, [&](index_t d) {
       xp(i, d) = c.k * (static_cast<XP>(u(i, d)) - c.l * static_cast<XP>(x(i, d)));
     });
+  }
+  KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
+    apply(i, s, coeffs(s));
   }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(xp, x, u); }
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
@@ -128,7 +136,10 @@ struct RmsDoubleBackward {
   }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
-    const Coeffs c = coeffs(s);
+    packed_apply<W>(i, s, coeffs(s));
+  }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t, const Coeffs& c) const {
     for (int d = 0; d < W; ++d)
       xp.ptr[i * W + d] =
           c.k * (static_cast<XP>(u.ptr[i * W + d]) - c.l * static_cast<XP>(x.ptr[i * W + d]));
