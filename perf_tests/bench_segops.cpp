@@ -85,41 +85,97 @@ struct Row {
   i64 n, m, d;
 };
 
-void write_row(const Row& r, const std::string& impl, double median, double bytes) {
+/// copy_gbps: the copy bandwidth the row is compared with (by default the latest measured).
+void write_row(const Row& r, const std::string& impl, double median, double bytes,
+               double copy_gbps = g_out.copy_gbps) {
   const double gbps = bytes / median / 1e9;
-  const double frac = g_out.copy_gbps > 0 ? gbps / g_out.copy_gbps : 0.0;
+  const double frac = copy_gbps > 0 ? gbps / copy_gbps : 0.0;
   std::fprintf(g_out.csv, "%s,%s,%s,%s,%lld,%lld,%lld,%s,%s,%.6e,%.0f,%.4f,%.4f\n", r.op.c_str(),
                r.order.c_str(), r.dtype.c_str(), r.itype.c_str(), (long long)r.n, (long long)r.m,
                (long long)r.d, r.sorted.c_str(), impl.c_str(), median, bytes, gbps, frac);
   std::fflush(g_out.csv);
 }
 
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+/// Seconds of `batch` calls, each fenced.
+template <class F>
+double time_calls(F&& call, int batch = 1) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int b = 0; b < batch; ++b) {
+    call();
+    Kokkos::fence();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 /// Median seconds per call. Two warm-up calls, then batches of calls (one fence after every call)
 /// until at least min_runs batches and min_time seconds; batches amortise the clock for tiny calls.
 template <class F>
 double time_median(F&& call, const Options& opt) {
-  using clk = std::chrono::steady_clock;
-  auto once = [&] {
-    call();
-    Kokkos::fence();
-  };
-  once();
-  const auto t0 = clk::now();
-  once();
-  const double one = std::chrono::duration<double>(clk::now() - t0).count();
+  time_calls(call);
+  const double one = time_calls(call);
   const int batch = std::clamp(int(20e-6 / std::max(one, 1e-9)), 1, 1000);
   std::vector<double> samples;
   double total = 0;
   while ((int)samples.size() < opt.min_runs || total < opt.min_time) {
-    const auto a = clk::now();
-    for (int b = 0; b < batch; ++b) once();
-    const double dt = std::chrono::duration<double>(clk::now() - a).count();
+    const double dt = time_calls(call, batch);
     samples.push_back(dt / batch);
     total += dt;
     if (samples.size() >= 100000) break;
   }
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+  return median(samples);
+}
+
+/// The STREAM-style copy of 2^25 floats (2 x 128 MiB, far beyond the caches).
+struct StreamCopy {
+  static constexpr i64 n = i64(1) << 25;
+  static constexpr double bytes = 2.0 * n * sizeof(float);
+  Kokkos::View<float*, Host> a, b;
+  StreamCopy() : a("bench::copy_a", n), b("bench::copy_b", n) {
+    const auto x = a;
+    Kokkos::parallel_for(
+        "bench::copy_init", Kokkos::RangePolicy<Exec>(0, n),
+        KOKKOS_LAMBDA(i64 i) { x(i) = float(sb::value(i, 1)); });
+    Kokkos::fence();
+  }
+  void operator()() const {
+    const auto x = a, y = b;
+    Kokkos::parallel_for(
+        "bench::stream_copy", Kokkos::RangePolicy<Exec>(0, n),
+        KOKKOS_LAMBDA(i64 i) { y(i) = x(i); });
+  }
+};
+
+/// The copy's arrays (made at the first measurement, freed before Kokkos is finalized), and whether
+/// the case being run times it alternately with every measurement (N = 2^25).
+std::optional<StreamCopy> g_copy;
+bool g_paired = false;
+
+/// The N = 2^25 cases (the copy-bandwidth targets) time the copy too, call by call alternately
+/// with the op (ms per call: no batches): median seconds of the op and the copy bandwidth, the
+/// faster of the copy loop's and deep_copy's medians. This machine's memory bandwidth drifts within
+/// seconds (a shared VM), so a copy measured before the case can differ from the one the op ran
+/// under; alternating samples see the same drift.
+template <class F>
+std::pair<double, double> time_median_paired(F&& call, const StreamCopy& copy, const Options& opt) {
+  auto deep = [&] { Kokkos::deep_copy(Exec(), copy.b, copy.a); };
+  time_calls(call);
+  time_calls(copy);
+  time_calls(deep);
+  std::vector<double> op, c1, c2;
+  double total = 0;
+  while ((int)op.size() < opt.min_runs || total < opt.min_time) {
+    op.push_back(time_calls(call));
+    c1.push_back(time_calls(copy));
+    c2.push_back(time_calls(deep));
+    total += op.back() + c1.back() + c2.back();
+    if (op.size() >= 100000) break;
+  }
+  return {median(op), StreamCopy::bytes / std::min(median(c1), median(c2)) / 1e9};
 }
 
 // ---------------------------------------------------------------- arrays and references
@@ -392,8 +448,12 @@ struct Case {
         return;
       }
     }
-    const double t = time_median(call, opt);
-    write_row(row, impl, t, bytes);
+    if (g_paired) {  // copy_fraction against the copy timed alternately with the op
+      const auto [t, copy_gbps] = time_median_paired(call, *g_copy, opt);
+      write_row(row, impl, t, bytes, copy_gbps);
+    } else {
+      write_row(row, impl, time_median(call, opt), bytes);
+    }
   }
 
   /// SegOps on the default descriptor and, for unsorted ids, on the deterministic one.
@@ -1114,21 +1174,12 @@ std::vector<CaseSpec> make_sweep(const Options& opt) {
 // ---------------------------------------------------------------- copy bandwidth and overhead
 
 void measure_copy(const Options& opt) {
-  const i64 n = i64(1) << 25;  // 128 MiB of float per array, far beyond the caches
-  Kokkos::View<float*, Host> a("bench::copy_a", n), b("bench::copy_b", n);
-  Kokkos::parallel_for(
-      "bench::copy_init", Kokkos::RangePolicy<Exec>(0, n),
-      KOKKOS_LAMBDA(i64 i) { a(i) = float(sb::value(i, 1)); });
-  Row row{"copy", "fwd", "float", "none", "none", n, 0, 1};
-  const double bytes = 2.0 * n * sizeof(float);
-  const double t1 = time_median(
-      [&] {
-        Kokkos::parallel_for(
-            "bench::stream_copy", Kokkos::RangePolicy<Exec>(0, n),
-            KOKKOS_LAMBDA(i64 i) { b(i) = a(i); });
-      },
-      opt);
-  const double t2 = time_median([&] { Kokkos::deep_copy(Exec(), b, a); }, opt);
+  if (!g_copy) g_copy.emplace();
+  const StreamCopy& copy = *g_copy;
+  Row row{"copy", "fwd", "float", "none", "none", StreamCopy::n, 0, 1};
+  const double t1 = time_median(copy, opt);
+  const double t2 = time_median([&] { Kokkos::deep_copy(Exec(), copy.b, copy.a); }, opt);
+  const double bytes = StreamCopy::bytes;
   g_out.copy_gbps = bytes / std::min(t1, t2) / 1e9;
   write_row(row, "stream_copy", t1, bytes);
   write_row(row, "deep_copy", t2, bytes);
@@ -1243,10 +1294,13 @@ int main(int argc, char** argv) {
   for (auto& s : specs) {
     // This machine's memory bandwidth drifts over a run (a shared VM: copy 38-86 GB/s on one
     // day), so the copy is measured again right before each N = 2^25 case (the copy-bandwidth
-    // targets), and the rows of that case take their copy_fraction from it.
-    if (s.n >= (i64(1) << 25)) measure_copy(opt);
+    // targets), and every measurement of that case times it alternately with the op: each row's
+    // copy_fraction is against the copy timed with it (time_median_paired).
+    g_paired = s.n >= (i64(1) << 25);
+    if (g_paired) measure_copy(opt);
     run_spec(s, opt);
   }
+  g_copy.reset();
   std::fclose(g_out.csv);
   std::fclose(g_out.notes);
   std::fprintf(stderr, "bench_segops: done (%d op-cases, %d wrong results)\n", g_out.done,

@@ -45,7 +45,8 @@ def main():
     args = ap.parse_args()
     rows = load(args.csv)
     # copy rows: one pair (stream_copy, deep_copy) per measurement, first at the start of the run,
-    # then before each N = 2^25 case; each row's copy_fraction is against the latest before it
+    # then before each N = 2^25 case; a row's copy_fraction is against the latest before it, or at
+    # N = 2^25 against the copy timed alternately with the row's own runs
     copy = defaultdict(list)
     for r in rows:
         if r["op"] == "copy":
@@ -64,7 +65,7 @@ def main():
     print(f"Copy bandwidth (same run): " + ", ".join(f"{k} {v[0]:.2f} GB/s" for k, v in copy.items())
           + f"; reference {copy_ref:.2f} GB/s")
     if len(refs) > 1:
-        print(f"  measured again before each N = 2^25 case (their copy% uses it): "
+        print(f"  measured again before each N = 2^25 case (whose copy% uses the copy timed alternately with each op): "
               + ", ".join(f"{v:.2f}" for v in refs[1:]) + " GB/s")
     print()
     print("Per op at the largest N with Python peers (float, int32, D=3, L=3); GB/s from the op's minimal bytes;")
@@ -118,7 +119,8 @@ def main():
             bp = max(peers, key=lambda p: p["gbps"], default=None)
             ok = "ok" if r["copy_fraction"] >= goal else "BELOW"
             length = round(r["N"] / max(r["M"], 1))
-            print(f"  {r['op']:<10}{r['order']:<4} L={length:<5} D={r['D']}  {r['gbps']:6.2f} GB/s  {r['copy_fraction'] * 100:5.1f}% of copy"
+            paired = r["gbps"] / r["copy_fraction"] if r["copy_fraction"] > 0 else 0.0
+            print(f"  {r['op']:<10}{r['order']:<4} L={length:<5} D={r['D']}  {r['gbps']:6.2f} GB/s  {r['copy_fraction'] * 100:5.1f}% of copy {paired:5.2f}"
                   f"  [{ok}]" + (f"  best peer {bp['impl']} {bp['gbps']:.2f} GB/s" if bp else ""))
             if ok != "ok":
                 below.append(f"{r['op']} {r['order']} sorted N={big} L={length} D={r['D']}: {r['copy_fraction'] * 100:.0f}% of copy (< {goal * 100:.0f}%)")
