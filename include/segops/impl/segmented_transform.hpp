@@ -186,23 +186,43 @@ struct GatherRows {
   Mat<T> o;
   Mat<const S> v;
   Scale scale;
+  struct NoFactor {};  // a plain gather: rows copied, not multiplied
   KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
-    if constexpr (Scale::identity) {
-      if (s < 0) return for_cols(o.d, [&](index_t d) { o(i, d) = T(0); });
-      for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)); });
-    } else {
-      apply(i, s, s < 0 ? T(0) : coeffs(s));
-    }
+    apply(i, s, factor(s));
   }
-  /// Scaled rows: the factor of segment s (one division per row), and element i's row from it.
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
+    packed_apply<W>(i, s, factor(s));
+  }
+  /// Scaled rows: the factor of segment s, one division per row (the coefficient that
+  /// segmented_transform stages for sorted ids).
   KOKKOS_FUNCTION T coeffs(index_t s) const requires(!Scale::identity) {
     return T(1) / static_cast<T>(scale(s));
   }
-  KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t s, T rc) const
-      requires(!Scale::identity) {
-    if (s < 0) return for_cols(o.d, [&](index_t d) { o(i, d) = T(0); });
-    for_cols(o.d, [&](index_t d) { o(i, d) = static_cast<T>(v(s, d)) * rc; });
+  KOKKOS_FORCEINLINE_FUNCTION auto factor(index_t s) const {
+    if constexpr (Scale::identity)
+      return NoFactor{};
+    else
+      return s < 0 ? T(0) : coeffs(s);
   }
+  /// o(i, :) = v(s, :) [* k]; zeros for a dropped element (s < 0).
+  template <class K>
+  KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t s, K k) const {
+    if (s < 0) return for_cols(o.d, [&](index_t d) { o(i, d) = T(0); });
+    for_cols(o.d, [&](index_t d) { o(i, d) = scaled(v(s, d), k); });
+  }
+  template <int W, class K>
+  KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t s, K k) const {
+    T* op = o.ptr + i * W;
+    if (s < 0) {
+      for (int d = 0; d < W; ++d) op[d] = T(0);
+      return;
+    }
+    const S* vp = v.ptr + s * W;
+    for (int d = 0; d < W; ++d) op[d] = scaled(vp[d], k);
+  }
+  KOKKOS_FORCEINLINE_FUNCTION static T scaled(S x, NoFactor) { return static_cast<T>(x); }
+  KOKKOS_FORCEINLINE_FUNCTION static T scaled(S x, T k) { return static_cast<T>(x) * k; }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(o, v); }
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
   template <class F>
@@ -211,31 +231,6 @@ struct GatherRows {
       f(v);
     else
       f(v, scale.counts);
-  }
-  template <int W>
-  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
-    if constexpr (Scale::identity) {
-      T* op = o.ptr + i * W;
-      if (s < 0) {
-        for (int d = 0; d < W; ++d) op[d] = T(0);
-        return;
-      }
-      const S* vp = v.ptr + s * W;
-      for (int d = 0; d < W; ++d) op[d] = static_cast<T>(vp[d]);
-    } else {
-      packed_apply<W>(i, s, s < 0 ? T(0) : coeffs(s));
-    }
-  }
-  template <int W>
-  KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t s, T rc) const
-      requires(!Scale::identity) {
-    T* op = o.ptr + i * W;
-    if (s < 0) {
-      for (int d = 0; d < W; ++d) op[d] = T(0);
-      return;
-    }
-    const S* vp = v.ptr + s * W;
-    for (int d = 0; d < W; ++d) op[d] = static_cast<T>(vp[d]) * rc;
   }
 };
 
