@@ -102,11 +102,12 @@ inline Case with_dropped_ids(Case c, std::uint64_t seed, i64 every = 7) {
 /// Unsorted ids over many segments: M = 300000 segments of lengths 0 and 1 in random order, so
 /// per-segment scalars (in double) and rows outgrow a core's L2 cache (2 MiB, the library's
 /// kCacheBytes) and the host passes prefetch the random rows they read or add into.
-inline Case many_segments_case(std::uint64_t seed) {
+/// With other arguments: m segments of lengths 0 to max_count - 1.
+inline Case many_segments_case(std::uint64_t seed, i64 m = 300000, i64 max_count = 2) {
   std::mt19937_64 rng(seed);
-  std::vector<i64> counts(300000);
-  for (auto& x : counts) x = static_cast<i64>(rng() % 2);
-  Case c{"many_segments", ids_from_counts(counts), static_cast<i64>(counts.size())};
+  std::vector<i64> counts(static_cast<std::size_t>(m));
+  for (auto& x : counts) x = static_cast<i64>(rng() % static_cast<std::uint64_t>(max_count));
+  Case c{"many_segments", ids_from_counts(counts), m};
   std::shuffle(c.ids.begin(), c.ids.end(), rng);
   return c;
 }

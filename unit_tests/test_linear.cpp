@@ -236,6 +236,25 @@ TEST(Linear, ManySegmentsUnsorted) {
     }
 }
 
+/// Unsorted ids over M = 120000 segments of 0 to 5 elements, some dropped (trusted), default and
+/// deterministic options: mean's backward computes each segment's 1 / c_s once in the descriptor's
+/// workspace (where it has one) before the elements read it.
+TEST(Linear, StagedCoefficientsUnsorted) {
+  std::mt19937_64 rng(47);
+  Case c = with_dropped_ids(many_segments_case(47, 120000, 6), 48);
+  c.name = "few_per_segment+dropped";
+  for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
+    const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
+    for (const auto& op : kLinearOps)
+      for (int rank : {1, 2}) {
+        if (op.component && rank == 1) continue;
+        const i64 d = rank == 1 ? 1 : 3;
+        check_any<float, double>(op, seg, c, rank, d, rng, describe(op, c, mode, rank, d));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+  }
+}
+
 /// A trusted descriptor whose ids are all out of range, including M = 0 with N > 0.
 TEST(Linear, TrustedAllIdsDropped) {
   std::mt19937_64 rng(43);

@@ -23,6 +23,7 @@ TEST(Nonlinear, LayoutLeftAndStride) { layout_sweep<NL>(311); }
 TEST(Nonlinear, TrustedDropsOutOfRangeIds) { dropped_sweep<NL>(321); }
 TEST(Nonlinear, NoSegmentsOrAllIdsDropped) { degenerate_sweep<NL>(325); }
 TEST(Nonlinear, ManySegmentsUnsorted) { many_segments_sweep<NL>(327); }
+TEST(Nonlinear, StagedCoefficientsUnsorted) { staged_coefficients_sweep<NL>(329, "rms_norm"); }
 TEST(Nonlinear, FiniteDifferences) { fd_sweep<NL>(331); }
 
 /// One case's descriptors for the (int32, float, float) and (int64, double, double) runs.

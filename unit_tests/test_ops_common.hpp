@@ -625,6 +625,29 @@ void many_segments_sweep(std::uint64_t seed) {
   }
 }
 
+/// Every op on unsorted ids over M = 120000 segments of 0 to 5 elements (N about 300000), some ids
+/// dropped (trusted), default and deterministic options: the per-segment inputs outgrow a core's
+/// cache, and where the descriptor has a workspace (default options with 2 threads or more, the
+/// deterministic option always) the backward passes that compute per-segment coefficients
+/// (rms_norm's) compute them there once per segment before the elements read them. Only the ops
+/// whose name contains `ops` run.
+template <class Fam>
+void staged_coefficients_sweep(std::uint64_t seed, const std::string& ops) {
+  std::mt19937_64 rng(seed);
+  Case c = with_dropped_ids(many_segments_case(seed, 120000, 6), seed + 1);
+  c.name = "few_per_segment+dropped";
+  for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
+    const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
+    for (const auto& def : Fam::ops()) {
+      if (def.fn.find(ops) == std::string::npos) continue;
+      const Dims dm = Fam::layout_dims();
+      check_op<Fam, float, double, i64, 2>(def, seg, c, dm, rng,
+                                           describe(def, c, mode_name(mode), dm));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 /// M = 0 with N = 0, and trusted descriptors whose ids are all out of range (M = 0 and M = 4):
 /// reductions over nothing, per-element outputs of dropped elements only.
 template <class Fam>

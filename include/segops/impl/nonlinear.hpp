@@ -65,6 +65,10 @@ struct RmsBackward {
   KOKKOS_FUNCTION void segment_rows(F&& f) const {
     f(o, g, counts);
   }
+  template <class F>  // those that apply reads: none besides the coefficients
+  KOKKOS_FUNCTION void applied_rows(F&& f) const {
+    f();
+  }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     packed_apply<W>(i, s, coeffs(s));
@@ -133,6 +137,10 @@ struct RmsDoubleBackward {
   template <class F>
   KOKKOS_FUNCTION void segment_rows(F&& f) const {
     f(o, g, gg, counts);
+  }
+  template <class F>  // those that apply reads: none besides the coefficients
+  KOKKOS_FUNCTION void applied_rows(F&& f) const {
+    f();
   }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {

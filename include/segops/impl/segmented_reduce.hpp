@@ -336,20 +336,6 @@ struct StageRows {
   }
 };
 
-/// The descriptor's workspace (doubles) as accumulators of type Acc: where it starts, how many fit.
-template <class Acc>
-struct Workspace {
-  Acc* data;
-  index_t room;
-};
-template <class Acc, class Seg>
-Workspace<Acc> workspace_of(const Seg& seg) {
-  static_assert(sizeof(Acc) <= sizeof(double));
-  const auto ws = seg.workspace();
-  return {reinterpret_cast<Acc*>(ws.data()),
-          static_cast<index_t>(ws.extent(0)) * index_t(sizeof(double) / sizeof(Acc))};
-}
-
 /// Runs reducer `r` over `seg`. R provides width(), reduce(slot, elem, b, e), join(OutSlot,
 /// CarrySlot), finalize(s), init(OutSlot), accumulate<Atomic>(s, i), has_finalize, and, where the
 /// atomic schedule needs a second pass over the elements (arg of a max), has_arg_pass with

@@ -28,10 +28,23 @@ concept NamesSegmentRows = requires(const F& f) {
 /// F's per-element call computes costly per-segment coefficients (divisions, square roots), and
 /// F names them: coeffs(s) returns those of segment s, apply(i, s, c) writes element i from them
 /// (operator()(i, s) is apply(i, s, coeffs(s))), packed_apply<W>(i, s, c) likewise where
-/// packed_width() == W (ElementTransform then computes them once per segment of sorted ids).
+/// packed_width() == W, and applied_rows(f) names the per-segment inputs apply reads besides c
+/// (as segment_rows does). ElementTransform then computes them once per segment: for sorted ids
+/// per block, for unsorted ids in a pass over the segments before the elements.
 template <class F>
-concept StagesCoefficients = requires(const F& f) {
+concept StagesCoefficients = NamesSegmentRows<F> && requires(const F& f) {
   f.apply(index_t(0), index_t(0), f.coeffs(index_t(0)));
+  f.applied_rows([](const auto&...) {});
+};
+
+/// The coefficients of a StagesCoefficients functor (a placeholder type for the others).
+template <class F>
+struct coeffs_of {
+  using type = char;
+};
+template <StagesCoefficients F>
+struct coeffs_of<F> {
+  using type = std::remove_cvref_t<decltype(std::declval<const F&>().coeffs(index_t(0)))>;
 };
 
 /// f.packed_apply<W>(i, s, c), or f.apply(i, s, c) for W = 0 (a template, instantiated only for
@@ -58,6 +71,10 @@ struct ElementTransform {
   /// its divisions done once, the loop free to vectorise). Empty views otherwise.
   Offsets offsets, tile_first;
   bool ahead;  // prefetch the per-segment rows of the element kAhead positions on
+  /// Unsorted ids, functors that stage coefficients (host backends): each segment's, computed by
+  /// StageSegmentCoefficients into the descriptor's workspace, or null.
+  using Coeffs = typename coeffs_of<F>::type;
+  const Coeffs* staged;
   static constexpr index_t kRunMin = 16;
 
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
@@ -111,32 +128,63 @@ struct ElementTransform {
         }
       }
     }
-    auto run = [&](auto unit, auto prefetching) {
-      auto id_at = [&](index_t i) {
-        return static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
-      };
-      for (index_t i = lo; i < hi; ++i) {
-        if constexpr (decltype(prefetching)::value) {
-          if (i + kAhead < hi) {
-            const index_t t = id_at(i + kAhead);
-            fl.segment_rows(
-                [&](const auto&... v) { prefetch_rows(t >= 0 && t < mm ? t : 0, v...); });
+    // each(i, s) writes element i; ahead_rows(t), where prefetching, prefetches what segment t's
+    // elements will read.
+    auto elements = [&](const auto& each, const auto& ahead_rows, auto prefetches) {
+      auto run = [&](auto unit, auto prefetching) {
+        auto id_at = [&](index_t i) {
+          return static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
+        };
+        for (index_t i = lo; i < hi; ++i) {
+          if constexpr (decltype(prefetching)::value) {
+            if (i + kAhead < hi) {
+              const index_t t = id_at(i + kAhead);
+              ahead_rows(t >= 0 && t < mm ? t : 0);
+            }
           }
+          const index_t s = id_at(i);
+          each(i, s >= 0 && s < mm ? s : index_t(-1));
         }
-        const index_t s = id_at(i);
-        g(i, s >= 0 && s < mm ? s : index_t(-1));
-      }
+      };
+      auto ids_run = [&](auto prefetching) {
+        if (st == 1)  // contiguous ids (the usual case): no stride multiply in the loop
+          run(std::true_type{}, prefetching);
+        else
+          run(std::false_type{}, prefetching);
+      };
+      if constexpr (Block > 1 && kPrefetches && decltype(prefetches)::value)
+        if (ahead) return ids_run(std::true_type{});
+      ids_run(std::false_type{});
     };
-    auto ids_run = [&](auto prefetching) {
-      if (st == 1)  // contiguous ids (the usual case): no stride multiply in the loop
-        run(std::true_type{}, prefetching);
-      else
-        run(std::false_type{}, prefetching);
-    };
-    if constexpr (Block > 1 && kPrefetches && NamesSegmentRows<F>)
-      if (ahead) return ids_run(std::true_type{});
-    ids_run(std::false_type{});
+    if constexpr (Block > 1 && StagesCoefficients<F>) {
+      if (const Coeffs* c = staged)  // unsorted ids: each segment's coefficients computed before
+        return elements(
+            [&](index_t i, index_t s) {
+              if (s < 0) return g(i, s);  // dropped ids: rare, predictable
+              h(i, s, c[s]);
+            },
+            [&](index_t t) {
+              prefetch(c + t);
+              fl.applied_rows([&](const auto&... v) { prefetch_rows(t, v...); });
+            },
+            std::true_type{});
+    }
+    if constexpr (NamesSegmentRows<F>)
+      elements(
+          g, [&](index_t t) { fl.segment_rows([&](const auto&... v) { prefetch_rows(t, v...); }); },
+          std::true_type{});
+    else
+      elements(
+          g, [](index_t) {}, std::false_type{});
   }
+};
+
+/// Coefficients of segments [0, m) into c (ElementTransform::staged).
+template <class F>
+struct StageSegmentCoefficients {
+  F f;
+  typename coeffs_of<F>::type* c;
+  KOKKOS_FUNCTION void operator()(index_t s) const { c[s] = f.coeffs(s); }
 };
 
 template <class Exec, class Seg, class F>
@@ -147,16 +195,36 @@ void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const cha
   const index_t n = seg.num_elements();
   const auto ids = seg.ids();
   const bool runs = block == kTileQuantum && seg.sorted();
-  index_t row = 0;  // bytes per segment of the segment rows
+  const index_t m = seg.num_segments();
+  index_t row = 0;  // bytes per segment of the per-segment inputs the elements read
   if constexpr (block > 1 && NamesSegmentRows<F>)
     f.segment_rows([&](const auto&... v) { row += row_bytes(v...); });
-  const bool ahead = !seg.sorted() && seg.num_segments() * row > kCacheBytes;
+  using Coeffs = typename coeffs_of<F>::type;
+  Coeffs* staged = nullptr;
+  if constexpr (block > 1 && StagesCoefficients<F>) {
+    // Unsorted ids whose per-segment inputs take more than half a core's cache (the element rows
+    // stream through the rest): each element would gather all of its segment's inputs and compute
+    // the coefficients again; they are computed once per segment into the workspace instead,
+    // leaving one random read of them per element (and what apply reads). Rows of 3 floats,
+    // L = 3, 2 threads: rms_norm_backward N = 3e5 418 -> 261 us, N = 1e6 2.6 -> 1.3 ms, N = 2^25
+    // 600 -> 150 ms; its double backward N = 1e6 5.3 -> 3.2 ms; mean_backward N = 1e6 2.2 -> 1.9
+    // ms. Below that size staging does not pay (mean_backward N = 1e5 61 -> 78 us).
+    const auto ws = workspace_of<Coeffs>(seg);
+    if (!seg.sorted() && ws.room >= m && 2 * m * row > kCacheBytes) {
+      staged = ws.data;
+      Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, m),
+                           StageSegmentCoefficients<F>{f, staged});
+      row = index_t(sizeof(Coeffs));
+      f.applied_rows([&](const auto&... v) { row += row_bytes(v...); });
+    }
+  }
+  const bool ahead = !seg.sorted() && m * row > kCacheBytes;
   Kokkos::parallel_for(
       label,
       Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (n + block - 1) / block),
       ElementTransform<F, std::remove_const_t<IdT>, Offsets, block>{
-          f, ids.data(), static_cast<index_t>(ids.stride(0)), n, seg.num_segments(),
-          runs ? seg.offsets() : Offsets(), runs ? seg.tile_first() : Offsets(), ahead});
+          f, ids.data(), static_cast<index_t>(ids.stride(0)), n, m,
+          runs ? seg.offsets() : Offsets(), runs ? seg.tile_first() : Offsets(), ahead, staged});
 }
 
 /// The per-segment counterpart: f(s) for every segment (gathers from an arg element, say).
@@ -231,6 +299,10 @@ struct GatherRows {
       f(v);
     else
       f(v, scale.counts);
+  }
+  template <class F>  // those that apply reads
+  KOKKOS_FUNCTION void applied_rows(F&& f) const {
+    f(v);
   }
 };
 

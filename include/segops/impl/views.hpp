@@ -137,6 +137,21 @@ KOKKOS_FORCEINLINE_FUNCTION bool with_packed_width(index_t w, const F& f) {
   }
 }
 
+/// The descriptor's workspace (doubles) as an array of T (accumulators, per-segment coefficients):
+/// where it starts, how many fit.
+template <class T>
+struct Workspace {
+  T* data;
+  index_t room;
+};
+template <class T, class Seg>
+Workspace<T> workspace_of(const Seg& seg) {
+  static_assert(alignof(T) <= alignof(double) && std::is_trivially_copyable_v<T>);
+  const auto ws = seg.workspace();
+  return {reinterpret_cast<T*>(ws.data()),
+          static_cast<index_t>(ws.extent(0) * sizeof(double) / sizeof(T))};
+}
+
 /// Per-segment matrices A(M, R, C), normalised the same way.
 template <class T>
 struct Mat3 {
