@@ -612,6 +612,23 @@ def main():
             continue
         peers.append(p)
         note(f"peer: {p.name} {p.version}")
+    # The peers run after the C++ suite, and this machine's memory bandwidth can change within
+    # seconds: a copy like the C++ one (2^25 floats, read + write), timed at the start and the end
+    # of this phase, says what state the peers ran under.
+    torch = next((p.torch for p in peers if isinstance(p, TorchPeer)), None)
+
+    def copy_now():
+        n = 1 << 25
+        if torch is not None:  # a threaded copy (torch.set_num_threads above)
+            a, b = torch.ones(n), torch.empty(n)
+            call, how = (lambda: b.copy_(a)), "torch copy_"
+        else:
+            a, b = np.ones(n, np.float32), np.empty(n, np.float32)
+            call, how = (lambda: np.copyto(b, a)), "numpy copyto, 1 thread"
+        t = time_median(call, lambda r: r, 0.2, 11)
+        return 2 * 4 * n / t / 1e9, how
+
+    start_copy, how = copy_now()
     out = open(args.csv, "w", newline="")
     w = csv.writer(out)
     w.writerow(cols + ["impl", "median_s", "bytes", "gbps", "copy_fraction"])
@@ -649,6 +666,9 @@ def main():
                                       f"{gbps / copy_gbps if copy_gbps else 0:.4f}"])
                 out.flush()
     out.close()
+    end_copy, _ = copy_now()
+    note(f"copy: Python peers' phase ({how}, 2^25 floats): {start_copy:.2f} GB/s at its start, "
+         f"{end_copy:.2f} GB/s at its end")
     notes.close()
 
 

@@ -147,7 +147,7 @@ def main():
             lines += [l.rstrip() for l in open(p) if l.strip()]
     print()
     for l in lines:
-        if l.startswith(("peer:", "overhead:")):
+        if l.startswith(("peer:", "overhead:", "copy:")):
             print(l)
     issues = [l for l in lines if l.startswith(("missing:", "wrong:", "failed:", "skipped:"))]
     if issues:
