@@ -237,8 +237,8 @@ TEST(Linear, ManySegmentsUnsorted) {
 }
 
 /// Unsorted ids over M = 120000 segments of 0 to 5 elements, some dropped (trusted), default and
-/// deterministic options: mean's backward computes each segment's 1 / c_s once in the descriptor's
-/// workspace (where it has one) before the elements read it.
+/// deterministic options: mean's backward computes each segment's scaled row g_s (1 / c_s) once in
+/// the descriptor's workspace (where it has room) before the elements gather it.
 TEST(Linear, StagedCoefficientsUnsorted) {
   std::mt19937_64 rng(47);
   Case c = with_dropped_ids(many_segments_case(47, 120000, 6), 48);
