@@ -41,6 +41,19 @@ void check_any(const LinOpInfo& op, const Seg& seg, const Case& c, int rank, i64
   });
 }
 
+/// Every op at rank 1 (D = 1) and rank 2 (D = d2), float elements and double segment values unless
+/// told otherwise.
+template <class T = float, class Acc = double, class Seg>
+void check_all_ops(const Seg& seg, const Case& c, Mode mode, std::mt19937_64& rng, i64 d2 = 3) {
+  for (const auto& op : kLinearOps)
+    for (int rank : {1, 2}) {
+      if (op.component && rank == 1) continue;
+      const i64 d = rank == 1 ? 1 : d2;
+      check_any<T, Acc>(op, seg, c, rank, d, rng, describe(op, c, mode, rank, d));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
 /// Every op x order x rank x D x regime, for one type combination and descriptor mode.
 template <class IdT, class T, class Acc>
 void sweep(Mode mode, std::uint64_t seed) {
@@ -207,13 +220,8 @@ TEST(Linear, TrustedDropsOutOfRangeIds) {
         const auto c = with_dropped_ids(base, 42);
         const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
         ASSERT_LT(seg.num_valid(), seg.num_elements()) << c.name;
-        for (const auto& op : kLinearOps)
-          for (int rank : {1, 2}) {
-            if (op.component && rank == 1) continue;
-            const i64 d = rank == 1 ? 1 : 3;
-            check_any<float, double>(op, seg, c, rank, d, rng, describe(op, c, mode, rank, d));
-            if (::testing::Test::HasFatalFailure()) return;
-          }
+        check_all_ops(seg, c, mode, rng);
+        if (::testing::Test::HasFatalFailure()) return;
         const auto cnt = poisoned_view<std::int64_t, 1>(c.m, 1);
         segops::segmented_count(Exec(), seg, cnt);
         const auto ref = ref_counts(c);
@@ -227,13 +235,7 @@ TEST(Linear, ManySegmentsUnsorted) {
   std::mt19937_64 rng(45);
   const Case c = with_dropped_ids(many_segments_case(45), 46);
   const auto seg = make_segments<std::int32_t>(c, Mode::Unsorted, /*trusted=*/true);
-  for (const auto& op : kLinearOps)
-    for (int rank : {1, 2}) {
-      if (op.component && rank == 1) continue;
-      const i64 d = rank == 1 ? 1 : 3;
-      check_any<float, double>(op, seg, c, rank, d, rng, describe(op, c, Mode::Unsorted, rank, d));
-      if (::testing::Test::HasFatalFailure()) return;
-    }
+  check_all_ops(seg, c, Mode::Unsorted, rng);
 }
 
 /// Unsorted ids over M = 120000 segments of 0 to 5 elements, some dropped (trusted), default and
@@ -245,13 +247,8 @@ TEST(Linear, StagedCoefficientsUnsorted) {
   c.name = "few_per_segment+dropped";
   for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
     const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
-    for (const auto& op : kLinearOps)
-      for (int rank : {1, 2}) {
-        if (op.component && rank == 1) continue;
-        const i64 d = rank == 1 ? 1 : 3;
-        check_any<float, double>(op, seg, c, rank, d, rng, describe(op, c, mode, rank, d));
-        if (::testing::Test::HasFatalFailure()) return;
-      }
+    check_all_ops(seg, c, mode, rng);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -263,13 +260,8 @@ TEST(Linear, TrustedAllIdsDropped) {
       Case c{"all_dropped", {m, -1, m + 2, -5, m, 1000}, m};
       const auto seg = make_segments<std::int64_t>(c, mode, /*trusted=*/true);
       EXPECT_EQ(seg.num_valid(), 0);
-      for (const auto& op : kLinearOps)
-        for (int rank : {1, 2}) {
-          if (op.component && rank == 1) continue;
-          const i64 d = rank == 1 ? 1 : 7;
-          check_any<double, double>(op, seg, c, rank, d, rng, describe(op, c, mode, rank, d));
-          if (::testing::Test::HasFatalFailure()) return;
-        }
+      check_all_ops<double, double>(seg, c, mode, rng, 7);
+      if (::testing::Test::HasFatalFailure()) return;
     }
 }
 
