@@ -610,19 +610,29 @@ void dropped_sweep(std::uint64_t seed) {
       }
 }
 
+/// Every op whose name contains `ops` on case c with trusted descriptors in each of `modes`.
+template <class Fam>
+void trusted_case_sweep(const Case& c, std::initializer_list<Mode> modes, std::mt19937_64& rng,
+                        const std::string& ops = "") {
+  for (Mode mode : modes) {
+    const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
+    for (const auto& def : Fam::ops()) {
+      if (def.fn.find(ops) == std::string::npos) continue;
+      const Dims dm = Fam::layout_dims();
+      check_op<Fam, float, double, i64, 2>(def, seg, c, dm, rng,
+                                           describe(def, c, mode_name(mode), dm));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
 /// Every op on many_segments_case with dropped ids (trusted): the passes that prefetch rows of
 /// random segments, with ids of dropped elements among those looked ahead at.
 template <class Fam>
 void many_segments_sweep(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  const Case c = with_dropped_ids(many_segments_case(seed), seed + 1);
-  const auto seg = make_segments<std::int32_t>(c, Mode::Unsorted, /*trusted=*/true);
-  for (const auto& def : Fam::ops()) {
-    const Dims dm = Fam::layout_dims();
-    check_op<Fam, float, double, i64, 2>(def, seg, c, dm, rng,
-                                         describe(def, c, "unsorted+trusted", dm));
-    if (::testing::Test::HasFailure()) return;
-  }
+  trusted_case_sweep<Fam>(with_dropped_ids(many_segments_case(seed), seed + 1), {Mode::Unsorted},
+                          rng);
 }
 
 /// Every op on unsorted ids over M = 120000 segments of 0 to 5 elements (N about 300000), some ids
@@ -636,16 +646,7 @@ void staged_coefficients_sweep(std::uint64_t seed, const std::string& ops) {
   std::mt19937_64 rng(seed);
   Case c = with_dropped_ids(many_segments_case(seed, 120000, 6), seed + 1);
   c.name = "few_per_segment+dropped";
-  for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
-    const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
-    for (const auto& def : Fam::ops()) {
-      if (def.fn.find(ops) == std::string::npos) continue;
-      const Dims dm = Fam::layout_dims();
-      check_op<Fam, float, double, i64, 2>(def, seg, c, dm, rng,
-                                           describe(def, c, mode_name(mode), dm));
-      if (::testing::Test::HasFailure()) return;
-    }
-  }
+  trusted_case_sweep<Fam>(c, {Mode::Unsorted, Mode::Deterministic}, rng, ops);
 }
 
 /// M = 0 with N = 0, and trusted descriptors whose ids are all out of range (M = 0 and M = 4):

@@ -79,15 +79,14 @@ void gather_rows(const Exec& exec, const Seg& seg, Mat<const S> v, Mat<T> o, con
   using G = GatherRows<T, S, Scale>;
   const G g{o, v, scale};
   if constexpr (!Scale::identity) {
-    // Unsorted ids whose rows and counts take more than half a core's cache: each element would
-    // read its segment's row and count at random and divide; the scaled rows are computed once
-    // per segment into the workspace instead, and the elements gather one row (as jax's vjp of a
-    // mean does). mean_backward, L = 3, 2 threads: rows of 3 floats N = 1e6 2.25-2.29 ->
-    // 1.92-1.97 ms, N = 2^25 448-507 -> 223-229 ms; single floats N = 1e6 1.51 -> 0.81-0.84 ms.
+    // Where stage_per_segment: the scaled rows are computed once per segment into the
+    // workspace, and the elements gather one row (as jax's vjp of a mean does), instead of a row
+    // and a count and a division. mean_backward, L = 3, 2 threads: rows of 3 floats N = 1e6
+    // 2.25-2.29 -> 1.92-1.97 ms, N = 2^25 448-507 -> 223-229 ms; single floats N = 1e6 1.51 ->
+    // 0.81-0.84 ms.
     const index_t m = seg.num_segments();
     const auto ws = workspace_of<T>(seg);
-    const index_t row = o.d * index_t(sizeof(S)) + index_t(sizeof(decltype(scale(0))));
-    if (!seg.sorted() && ws.room >= m * o.d && 2 * m * row > kCacheBytes) {
+    if (ws.room >= m * o.d && stage_per_segment(seg, segment_row_bytes(g))) {
       const Mat<T> w{ws.data, m, o.d, o.d, 1};
       segment_transform(exec, seg, ScaledRows<G, T>{g, w}, label);
       return segmented_transform(exec, seg,

@@ -117,7 +117,7 @@ struct ElementTransform {
           const index_t s0 = static_cast<index_t>(id[lo * st]);
           const index_t ns = static_cast<index_t>(id[(hi - 1) * st]) - s0 + 1;
           if (ns <= Block) {
-            decltype(fl.coeffs(index_t(0))) c[Block];
+            Coeffs c[Block];
             for (index_t k = 0; k < ns; ++k) c[k] = fl.coeffs(s0 + k);
             for (index_t i = lo; i < hi; ++i) {
               const index_t t = static_cast<index_t>(id[i * st]);
@@ -187,6 +187,23 @@ struct StageSegmentCoefficients {
   KOKKOS_FUNCTION void operator()(index_t s) const { c[s] = f.coeffs(s); }
 };
 
+/// Bytes per segment of the per-segment inputs that f's elements read (its segment_rows).
+template <class F>
+index_t segment_row_bytes(const F& f) {
+  index_t row = 0;
+  if constexpr (NamesSegmentRows<F>)
+    f.segment_rows([&](const auto&... v) { row += row_bytes(v...); });
+  return row;
+}
+/// Unsorted ids whose per-segment inputs (row bytes each) take more than half a core's cache, the
+/// element rows streaming through the rest: each element would read them at random, so a pass
+/// that computes what the elements need once per segment pays (segmented_transform, gather_rows).
+/// Below that size it does not (mean_backward, rows of 3 floats, L = 3, N = 1e5: 61 -> 78 us).
+template <class Seg>
+bool stage_per_segment(const Seg& seg, index_t row) {
+  return !seg.sorted() && 2 * seg.num_segments() * row > kCacheBytes;
+}
+
 template <class Exec, class Seg, class F>
 void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const char* label) {
   using IdT = typename Seg::ids_view::value_type;
@@ -197,20 +214,17 @@ void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const cha
   const bool runs = block == kTileQuantum && seg.sorted();
   const index_t m = seg.num_segments();
   index_t row = 0;  // bytes per segment of the per-segment inputs the elements read
-  if constexpr (block > 1 && NamesSegmentRows<F>)
-    f.segment_rows([&](const auto&... v) { row += row_bytes(v...); });
+  if constexpr (block > 1) row = segment_row_bytes(f);
   using Coeffs = typename coeffs_of<F>::type;
   Coeffs* staged = nullptr;
   if constexpr (block > 1 && StagesCoefficients<F>) {
-    // Unsorted ids whose per-segment inputs take more than half a core's cache (the element rows
-    // stream through the rest): each element would gather all of its segment's inputs and compute
-    // the coefficients again; they are computed once per segment into the workspace instead,
-    // leaving one random read of them per element (and what apply reads). Rows of 3 floats,
-    // L = 3, 2 threads: rms_norm_backward N = 3e5 418 -> 261 us, N = 1e6 2.6 -> 1.3 ms, N = 2^25
-    // 600 -> 150 ms; its double backward N = 1e6 5.3 -> 3.2 ms; mean_backward N = 1e6 2.2 -> 1.9
-    // ms. Below that size staging does not pay (mean_backward N = 1e5 61 -> 78 us).
+    // Where stage_per_segment: the coefficients are computed once per segment into the
+    // workspace, leaving one random read of them per element (and what apply reads). Rows of 3
+    // floats, L = 3, 2 threads: rms_norm_backward N = 3e5 418 -> 261 us, N = 1e6 2.6 -> 1.3 ms,
+    // N = 2^25 600 -> 150 ms; its double backward N = 1e6 5.3 -> 3.2 ms. (mean_backward stages
+    // its scaled rows instead, gather_rows, and comes here only where they do not fit.)
     const auto ws = workspace_of<Coeffs>(seg);
-    if (!seg.sorted() && ws.room >= m && 2 * m * row > kCacheBytes) {
+    if (ws.room >= m && stage_per_segment(seg, row)) {
       staged = ws.data;
       Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, m),
                            StageSegmentCoefficients<F>{f, staged});
