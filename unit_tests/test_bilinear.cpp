@@ -20,6 +20,8 @@ TEST(Bilinear, LayoutLeftAndStride) { layout_sweep<Bilinear>(111); }
 TEST(Bilinear, TrustedDropsOutOfRangeIds) { dropped_sweep<Bilinear>(121); }
 TEST(Bilinear, NoSegmentsOrAllIdsDropped) { degenerate_sweep<Bilinear>(125); }
 TEST(Bilinear, ManySegmentsUnsorted) { many_segments_sweep<Bilinear>(127); }
+// Two 4-byte per-segment inputs per element stage from M = 131073 on: every op with two or more.
+TEST(Bilinear, StagedCoefficientsUnsorted) { staged_coefficients_sweep<Bilinear>(129, "", 150000); }
 TEST(Bilinear, FiniteDifferences) { fd_sweep<Bilinear>(131); }
 
 /// Products keep IEEE signed zeros: a_s = -1 times x_i = +0 is -0 in every component (a sum that

@@ -635,16 +635,17 @@ void many_segments_sweep(std::uint64_t seed) {
                           rng);
 }
 
-/// Every op on unsorted ids over M = 120000 segments of 0 to 5 elements (N about 300000), some ids
+/// Every op on unsorted ids over M segments of 0 to 5 elements (N about 2.5 times M), some ids
 /// dropped (trusted), default and deterministic options: the per-segment inputs outgrow a core's
 /// cache, and where the descriptor has a workspace (default options with 2 threads or more, the
-/// deterministic option always) the backward passes that compute per-segment coefficients
-/// (rms_norm's) compute them there once per segment before the elements read them. Only the ops
-/// whose name contains `ops` run.
+/// deterministic option always) the per-element passes that stage per-segment coefficients
+/// (rms_norm's backward orders; the bilinear family's, from two per-segment inputs on) compute
+/// them there once per segment before the elements read them. Only the ops whose name contains
+/// `ops` run.
 template <class Fam>
-void staged_coefficients_sweep(std::uint64_t seed, const std::string& ops) {
+void staged_coefficients_sweep(std::uint64_t seed, const std::string& ops, i64 m = 120000) {
   std::mt19937_64 rng(seed);
-  Case c = with_dropped_ids(many_segments_case(seed, 120000, 6), seed + 1);
+  Case c = with_dropped_ids(many_segments_case(seed, m, 6), seed + 1);
   c.name = "few_per_segment+dropped";
   trusted_case_sweep<Fam>(c, {Mode::Unsorted, Mode::Deterministic}, rng, ops);
 }

@@ -37,30 +37,39 @@ void reduce_map(const Exec& exec, const Seg& seg, const Map& map, const Out& out
 /// c_k, else the constant w_k (f_k = 0). mul's forward/backward/double backward, dot's and
 /// inner_products' backward, axpy and axpby are all this one pass. The sum starts at the first
 /// term, not at 0, so a product that is -0 stays -0 (and the loop has one add less per term).
+/// The coefficients are only read, not computed (kReadsCoefficients): segmented_transform stages
+/// them for unsorted ids only, where an element would read several per-segment inputs at random.
 template <class O, class T, class S, int K>
 struct Combination {
   static_assert(K >= 1);
+  static constexpr bool kReadsCoefficients = true;
+  using Coeffs = Kokkos::Array<O, K>;
   Mat<O> o;
   Kokkos::Array<Mat<const T>, K> t;
   Kokkos::Array<Mat<const S>, K> c;
   Kokkos::Array<O, K> w, f;
-  KOKKOS_FORCEINLINE_FUNCTION void coefficients(index_t s, O (&k)[K]) const {
+  KOKKOS_FORCEINLINE_FUNCTION Coeffs coeffs(index_t s) const {
+    Coeffs k;
     for (int j = 0; j < K; ++j) k[j] = f[j] != O(0) ? f[j] * seg_value<O>(c[j], s) : w[j];
+    return k;
   }
-  KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const {
-    O k[K];
-    coefficients(s, k);
+  KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t, const Coeffs& k) const {
     for_cols(o.d, [&](index_t d) {
       O r = k[0] * static_cast<O>(t[0](i, d));
       for (int j = 1; j < K; ++j) r += k[j] * static_cast<O>(t[j](i, d));
       o(i, d) = r;
     });
   }
+  KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const { apply(i, s, coeffs(s)); }
   /// The per-segment coefficients in use (segmented_transform prefetches them for unsorted ids).
   template <class G>
   KOKKOS_FUNCTION void segment_rows(G&& g) const {
     for (int j = 0; j < K; ++j)
       if (f[j] != O(0)) g(c[j]);
+  }
+  template <class G>  // those that apply reads: none besides the coefficients
+  KOKKOS_FUNCTION void applied_rows(G&& g) const {
+    g();
   }
   KOKKOS_FUNCTION index_t packed_width() const {
     const index_t pw = packed_width_of(o);
@@ -70,8 +79,10 @@ struct Combination {
   }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
-    O k[K];
-    coefficients(s, k);
+    packed_apply<W>(i, s, coeffs(s));
+  }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t, const Coeffs& k) const {
     for (int d = 0; d < W; ++d) {
       O r = k[0] * static_cast<O>(t[0].ptr[i * W + d]);
       for (int j = 1; j < K; ++j) r += k[j] * static_cast<O>(t[j].ptr[i * W + d]);
@@ -83,8 +94,18 @@ struct Combination {
 /// Runs one or two Combinations (or nested Combinations) in a single pass over the elements.
 template <class C1, class C2 = void>
 struct Combinations {
+  static constexpr bool kReadsCoefficients = true;
+  struct Coeffs {
+    typename C1::Coeffs a;
+    typename C2::Coeffs b;
+  };
   C1 a;
   C2 b;
+  KOKKOS_FORCEINLINE_FUNCTION Coeffs coeffs(index_t s) const { return {a.coeffs(s), b.coeffs(s)}; }
+  KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t s, const Coeffs& k) const {
+    a.apply(i, s, k.a);
+    b.apply(i, s, k.b);
+  }
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const {
     a.row(i, s);
     b.row(i, s);
@@ -98,15 +119,31 @@ struct Combinations {
     a.segment_rows(f);
     b.segment_rows(f);
   }
+  template <class F>
+  KOKKOS_FUNCTION void applied_rows(F&& f) const {
+    a.applied_rows(f);
+    b.applied_rows(f);
+  }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     a.template packed<W>(i, s);
     b.template packed<W>(i, s);
   }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t s, const Coeffs& k) const {
+    a.template packed_apply<W>(i, s, k.a);
+    b.template packed_apply<W>(i, s, k.b);
+  }
 };
 template <class C1>
 struct Combinations<C1, void> {
+  static constexpr bool kReadsCoefficients = true;
+  using Coeffs = typename C1::Coeffs;
   C1 a;
+  KOKKOS_FORCEINLINE_FUNCTION Coeffs coeffs(index_t s) const { return a.coeffs(s); }
+  KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t s, const Coeffs& k) const {
+    a.apply(i, s, k);
+  }
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t i, index_t s) const { a.row(i, s); }
   KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const { row(i, s); }
   KOKKOS_FUNCTION index_t packed_width() const { return a.packed_width(); }
@@ -114,9 +151,17 @@ struct Combinations<C1, void> {
   KOKKOS_FUNCTION void segment_rows(F&& f) const {
     a.segment_rows(f);
   }
+  template <class F>
+  KOKKOS_FUNCTION void applied_rows(F&& f) const {
+    a.applied_rows(f);
+  }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
     a.template packed<W>(i, s);
+  }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t s, const Coeffs& k) const {
+    a.template packed_apply<W>(i, s, k);
   }
 };
 

@@ -37,6 +37,12 @@ concept StagesCoefficients = NamesSegmentRows<F> && requires(const F& f) {
   f.applied_rows([](const auto&...) {});
 };
 
+/// A StagesCoefficients functor whose coefficients are per-segment inputs read (times constants),
+/// not computed (F::kReadsCoefficients): staging them pays only where an element would read
+/// several of those inputs at random (unsorted ids); a sorted block reads them in order anyway.
+template <class F>
+concept ReadsCoefficients = StagesCoefficients<F> && F::kReadsCoefficients;
+
 /// The coefficients of a StagesCoefficients functor (a placeholder type for the others).
 template <class F>
 struct coeffs_of {
@@ -61,7 +67,7 @@ template <class Exec>
 inline constexpr index_t element_block_v =
     Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible ? kTileQuantum : 1;
 
-template <class F, class IdT, class Offsets, index_t Block>
+template <class F, class IdT, class Offsets, index_t Block, bool Staged = false>
 struct ElementTransform {
   F f;
   const IdT* ids;
@@ -71,8 +77,9 @@ struct ElementTransform {
   /// its divisions done once, the loop free to vectorise). Empty views otherwise.
   Offsets offsets, tile_first;
   bool ahead;  // prefetch the per-segment rows of the element kAhead positions on
-  /// Unsorted ids, functors that stage coefficients (host backends): each segment's, computed by
-  /// StageSegmentCoefficients into the descriptor's workspace, or null.
+  /// Staged (unsorted ids, functors that stage coefficients, host backends): each segment's,
+  /// computed by StageSegmentCoefficients into the descriptor's workspace. A kernel of its own:
+  /// with both element loops in one, the unstaged one ran 15% slower (mul, unsorted N = 1e6).
   using Coeffs = typename coeffs_of<F>::type;
   const Coeffs* staged;
   static constexpr index_t kRunMin = 16;
@@ -97,7 +104,7 @@ struct ElementTransform {
   KOKKOS_FORCEINLINE_FUNCTION void rows(index_t blk, const F& fl, const G& g, const H& h) const {
     const IdT* id = ids;
     const index_t st = stride, mm = m, lo = blk * Block, hi = Kokkos::min(n, lo + Block);
-    if constexpr (Block == kTileQuantum) {
+    if constexpr (Block == kTileQuantum && !Staged) {
       if (offsets.extent(0) > 0) {
         index_t s = tile_first(blk);  // first segment starting at lo or later
         if ((hi - lo) >= kRunMin * (tile_first(blk + 1) - s + 1)) {
@@ -113,7 +120,7 @@ struct ElementTransform {
         // computed once into a local array, which the elements then read (L = 3, 2^25 elements
         // of 1 float, 2 threads: mean_backward 11.4 -> 9.8 ms, rms_norm_backward 13.7-15.0 ->
         // 12.1 ms; rows of 3 floats are bound by memory either way).
-        if constexpr (StagesCoefficients<F>) {
+        if constexpr (StagesCoefficients<F> && !ReadsCoefficients<F>) {
           const index_t s0 = static_cast<index_t>(id[lo * st]);
           const index_t ns = static_cast<index_t>(id[(hi - 1) * st]) - s0 + 1;
           if (ns <= Block) {
@@ -156,26 +163,28 @@ struct ElementTransform {
         if (ahead) return ids_run(std::true_type{});
       ids_run(std::false_type{});
     };
-    if constexpr (Block > 1 && StagesCoefficients<F>) {
-      if (const Coeffs* c = staged)  // unsorted ids: each segment's coefficients computed before
-        return elements(
-            [&](index_t i, index_t s) {
-              if (s < 0) return g(i, s);  // dropped ids: rare, predictable
-              h(i, s, c[s]);
-            },
-            [&](index_t t) {
-              prefetch(c + t);
-              fl.applied_rows([&](const auto&... v) { prefetch_rows(t, v...); });
-            },
-            std::true_type{});
-    }
-    if constexpr (NamesSegmentRows<F>)
+    if constexpr (Staged) {
+      const Coeffs* c = staged;  // unsorted ids: each segment's coefficients computed before
+      elements(
+          [&](index_t i, index_t s) {
+            if (s < 0) return g(i, s);  // dropped ids: rare, predictable
+            h(i, s, c[s]);
+          },
+          [&](index_t t) {
+            prefetch(c + t);
+            if constexpr (sizeof(Coeffs) > 8)  // may straddle two lines
+              prefetch(reinterpret_cast<const char*>(c + t + 1) - 1);
+            fl.applied_rows([&](const auto&... v) { prefetch_rows(t, v...); });
+          },
+          std::true_type{});
+    } else if constexpr (NamesSegmentRows<F>) {
       elements(
           g, [&](index_t t) { fl.segment_rows([&](const auto&... v) { prefetch_rows(t, v...); }); },
           std::true_type{});
-    else
+    } else {
       elements(
           g, [](index_t) {}, std::false_type{});
+    }
   }
 };
 
@@ -194,6 +203,27 @@ index_t segment_row_bytes(const F& f) {
   if constexpr (NamesSegmentRows<F>)
     f.segment_rows([&](const auto&... v) { row += row_bytes(v...); });
   return row;
+}
+/// How many distinct per-segment inputs f's elements read (a view named twice counts once).
+template <class F>
+int distinct_segment_rows(const F& f) {
+  constexpr int kMax = 16;
+  const void* seen[kMax];
+  int n = 0;
+  f.segment_rows([&](const auto&... v) {
+    auto one = [&](const auto& x) {
+      const void* p;
+      if constexpr (requires { x.ptr; })
+        p = x.ptr;
+      else
+        p = x.data();
+      for (int k = 0; k < n; ++k)
+        if (seen[k] == p) return;
+      if (n < kMax) seen[n++] = p;
+    };
+    (one(v), ...);
+  });
+  return n;
 }
 /// Unsorted ids whose per-segment inputs (row bytes each) take more than half a core's cache, the
 /// element rows streaming through the rest: each element would read them at random, so a pass
@@ -223,8 +253,16 @@ void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const cha
     // floats, L = 3, 2 threads: rms_norm_backward N = 3e5 418 -> 261 us, N = 1e6 2.6 -> 1.3 ms,
     // N = 2^25 600 -> 150 ms; its double backward N = 1e6 5.3 -> 3.2 ms. (mean_backward stages
     // its scaled rows instead, gather_rows, and comes here only where they do not fit.)
+    // Coefficients that are only read (the bilinear family's) are staged where an element would
+    // read two per-segment inputs or more at random, so that it reads one line instead. Same
+    // cases: inner_products_backward (3 inputs) 7.4-8.2 -> 4.1-4.9 ms, single floats 5.1 ->
+    // 2.2-2.4 ms; axpby (2) 2.4-2.7 -> 2.0-2.2 ms, single floats 2.0-2.1 -> 1.4-1.5 ms;
+    // mul_double_backward's element pass, single floats 2.8 -> 2.2 ms (rows of 3 floats: 3.8-4.1
+    // ms either way, bound by its five streams).
     const auto ws = workspace_of<Coeffs>(seg);
-    if (ws.room >= m && stage_per_segment(seg, row)) {
+    bool pays = ws.room >= m && stage_per_segment(seg, row);
+    if constexpr (ReadsCoefficients<F>) pays = pays && distinct_segment_rows(f) > 1;
+    if (pays) {
       staged = ws.data;
       Kokkos::parallel_for(label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, m),
                            StageSegmentCoefficients<F>{f, staged});
@@ -233,12 +271,17 @@ void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const cha
     }
   }
   const bool ahead = !seg.sorted() && m * row > kCacheBytes;
-  Kokkos::parallel_for(
-      label,
-      Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (n + block - 1) / block),
-      ElementTransform<F, std::remove_const_t<IdT>, Offsets, block>{
-          f, ids.data(), static_cast<index_t>(ids.stride(0)), n, m,
-          runs ? seg.offsets() : Offsets(), runs ? seg.tile_first() : Offsets(), ahead, staged});
+  auto run = [&](auto staging) {
+    Kokkos::parallel_for(
+        label,
+        Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (n + block - 1) / block),
+        ElementTransform<F, std::remove_const_t<IdT>, Offsets, block, decltype(staging)::value>{
+            f, ids.data(), static_cast<index_t>(ids.stride(0)), n, m,
+            runs ? seg.offsets() : Offsets(), runs ? seg.tile_first() : Offsets(), ahead, staged});
+  };
+  if constexpr (block > 1 && StagesCoefficients<F>)
+    if (staged) return run(std::true_type{});
+  run(std::false_type{});
 }
 
 /// The per-segment counterpart: f(s) for every segment (gathers from an arg element, say).
