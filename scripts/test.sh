@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The README's test command: installs what is missing, builds and tests SegOps.
-#   1. Debian packages (cmake, g++, GoogleTest) if absent;
+#   1. Debian packages (cmake, g++, GoogleTest; ccache where it installs) if absent;
 #   2. Kokkos 5.0.2 (Serial+OpenMP) from the cache, or fetched and built once (scripts/provision_kokkos.sh),
 #      unless Kokkos_ROOT points at your own Kokkos (then nothing is downloaded);
 #   3. CUDA compile-and-link check against a Kokkos CUDA build (Kokkos_ARCH_HOPPER90) when nvcc exists;
@@ -24,6 +24,27 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# ccache, where it installs: the two host builds below (sanitizers, optimised) then reuse the
+# objects that an earlier run compiled from the same sources with the same flags, kept in
+# ~/.cache/segops/ccache (SEGOPS_CACHE moves it). Paths below the checkout are hashed relative to
+# it, so another clone hits too. Without ccache, or with its cache gone, they compile everything.
+# SEGOPS_CCACHE=0 turns it off.
+launcher=()
+if [ "${SEGOPS_CCACHE:-1}" = 1 ]; then
+  if ! command -v ccache >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq ccache >/dev/null 2>&1 ||
+      { apt-get update -qq && apt-get install -y -qq ccache >/dev/null 2>&1; } ||
+      echo "ccache could not be installed; building without it"
+  fi
+  if command -v ccache >/dev/null 2>&1; then
+    export CCACHE_DIR=${CCACHE_DIR:-${SEGOPS_CACHE:-$HOME/.cache/segops}/ccache} CCACHE_BASEDIR=$root \
+      CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-4G}
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    ccache --zero-stats >/dev/null
+  fi
 fi
 
 step "Kokkos (Serial + OpenMP)"
@@ -57,7 +78,8 @@ fi
 step "Serial unit tests under AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$root" -B "$build/sanitize" -DCMAKE_BUILD_TYPE=None -DKokkos_ROOT="$host_kokkos" \
   -DCMAKE_CXX_FLAGS="-O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-  -DSegOps_ENABLE_PERF_TESTS=OFF -DSegOps_ENABLE_INSTALL_TEST=OFF -DSegOps_SERIAL_TEST_SHARDS="$jobs" >/dev/null
+  -DSegOps_ENABLE_PERF_TESTS=OFF -DSegOps_ENABLE_INSTALL_TEST=OFF -DSegOps_SERIAL_TEST_SHARDS="$jobs" \
+  ${launcher[@]+"${launcher[@]}"} >/dev/null
 cmake --build "$build/sanitize" -j "$jobs" --target segops_unit_tests_serial
 # one GoogleTest shard per core (unit_serial_0, unit_serial_1, ...), run side by side
 (cd "$build/sanitize" && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -69,8 +91,12 @@ step "host build and test suite"
 skip=SERIAL
 [ -n "${Kokkos_ROOT:-}" ] && skip=
 cmake -S "$root" -B "$build/host" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$host_kokkos" \
-  -DSegOps_SKIP_TEST_BACKENDS="$skip" >/dev/null
+  -DSegOps_SKIP_TEST_BACKENDS="$skip" ${launcher[@]+"${launcher[@]}"} >/dev/null
 cmake --build "$build/host" -j "$jobs"
+if [ ${#launcher[@]} -gt 0 ]; then
+  ccache --print-stats 2>/dev/null | awk -F'\t' '$1 ~ /^(direct_cache_hit|preprocessed_cache_hit|cache_miss)$/ {
+    printf "%s%s %s", sep, $1, $2; sep = ", " } END { if (sep) print " (ccache, host builds)" }'
+fi
 cd "$build/host"
 step "ctest (host)"
 ctest --output-on-failure -j "$jobs"  # the 2-thread tests take two slots (PROCESSORS 2)
