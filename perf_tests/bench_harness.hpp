@@ -1,0 +1,557 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CPU benchmark's harness, shared by its translation units (bench_segops.cpp: options, sweeps,
+// copy bandwidth, overhead and the linear ops; bench_ops_*.cpp: the other op families, compiled in
+// parallel): output rows, timing, arrays and double references, the C++ peers, and one case.
+#pragma once
+#include <Kokkos_Core.hpp>
+#include <Kokkos_ScatterView.hpp>
+#include <segops/segops.hpp>
+// Op families that may not exist yet in this checkout: benchmarked when present, reported missing
+// otherwise (each call is also detected with a requires-expression, see SEGOPS_BENCH_CALL).
+// -DSEGOPS_BENCH_NO_<FAMILY> leaves a family out (e.g. while its header is being rewritten).
+#if __has_include(<segops/bilinear.hpp>) && !defined(SEGOPS_BENCH_NO_BILINEAR)
+#include <segops/bilinear.hpp>
+#endif
+#if __has_include(<segops/matvec.hpp>) && !defined(SEGOPS_BENCH_NO_MATVEC)
+#include <segops/matvec.hpp>
+#endif
+#if __has_include(<segops/norms.hpp>) && !defined(SEGOPS_BENCH_NO_NORMS)
+#include <segops/norms.hpp>
+#endif
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "bench_data.hpp"
+
+namespace bench {
+
+namespace sb = segops_bench;
+using Exec = Kokkos::DefaultExecutionSpace;
+using Host = Kokkos::HostSpace;
+using i64 = std::int64_t;
+static_assert(Kokkos::SpaceAccessibility<Exec, Host>::accessible,
+              "bench_segops is a CPU benchmark: build it against a host Kokkos (OpenMP/Serial)");
+
+// ---------------------------------------------------------------- options and output
+
+struct Options {
+  bool full = false;
+  double min_time = -1;  // seconds of timed calls per measurement; default 0.05 quick, 0.2 full
+  int min_runs = 5;
+  std::string csv = "bench_cpp.csv";
+  std::string notes = "bench_notes.txt";
+  std::set<std::string> ops;  // empty: all
+  i64 max_n = std::numeric_limits<i64>::max();
+  bool overhead = true;
+  bool progress = true;
+};
+
+struct Output {
+  FILE* csv = nullptr;
+  FILE* notes = nullptr;
+  double copy_gbps = 0;
+  int done = 0, total = 0;
+  int wrong = 0;
+};
+inline Output g_out;
+
+inline std::set<std::string> g_noted;
+
+inline void note(const std::string& line) {
+  std::fprintf(stderr, "  %s\n", line.c_str());
+  if (g_out.notes) {
+    std::fprintf(g_out.notes, "%s\n", line.c_str());
+    std::fflush(g_out.notes);
+  }
+}
+
+struct Row {
+  std::string op, order, dtype, itype, sorted;
+  i64 n, m, d;
+};
+
+/// copy_gbps: the copy bandwidth the row is compared with (by default the latest measured).
+inline void write_row(const Row& r, const std::string& impl, double median, double bytes,
+                      double copy_gbps = g_out.copy_gbps) {
+  const double gbps = bytes / median / 1e9;
+  const double frac = copy_gbps > 0 ? gbps / copy_gbps : 0.0;
+  std::fprintf(g_out.csv, "%s,%s,%s,%s,%lld,%lld,%lld,%s,%s,%.6e,%.0f,%.4f,%.4f\n", r.op.c_str(),
+               r.order.c_str(), r.dtype.c_str(), r.itype.c_str(), (long long)r.n, (long long)r.m,
+               (long long)r.d, r.sorted.c_str(), impl.c_str(), median, bytes, gbps, frac);
+  std::fflush(g_out.csv);
+}
+
+inline double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+/// Seconds of `batch` calls, each fenced.
+template <class F>
+double time_calls(F&& call, int batch = 1) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int b = 0; b < batch; ++b) {
+    call();
+    Kokkos::fence();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Median seconds per call. Two warm-up calls, then batches of calls (one fence after every call)
+/// until at least min_runs batches and min_time seconds; batches amortise the clock for tiny calls.
+template <class F>
+double time_median(F&& call, const Options& opt) {
+  time_calls(call);
+  const double one = time_calls(call);
+  const int batch = std::clamp(int(20e-6 / std::max(one, 1e-9)), 1, 1000);
+  std::vector<double> samples;
+  double total = 0;
+  while ((int)samples.size() < opt.min_runs || total < opt.min_time) {
+    const double dt = time_calls(call, batch);
+    samples.push_back(dt / batch);
+    total += dt;
+    if (samples.size() >= 100000) break;
+  }
+  return median(samples);
+}
+
+/// The STREAM-style copy of 2^25 floats (2 x 128 MiB, far beyond the caches).
+struct StreamCopy {
+  static constexpr i64 n = i64(1) << 25;
+  static constexpr double bytes = 2.0 * n * sizeof(float);
+  Kokkos::View<float*, Host> a, b;
+  StreamCopy() : a("bench::copy_a", n), b("bench::copy_b", n) {
+    const auto x = a;
+    Kokkos::parallel_for(
+        "bench::copy_init", Kokkos::RangePolicy<Exec>(0, n),
+        KOKKOS_LAMBDA(i64 i) { x(i) = float(sb::value(i, 1)); });
+    Kokkos::fence();
+  }
+  void deep() const { Kokkos::deep_copy(Exec(), b, a); }  // the same copy through Kokkos
+  void operator()() const {
+    const auto x = a, y = b;
+    Kokkos::parallel_for(
+        "bench::stream_copy", Kokkos::RangePolicy<Exec>(0, n),
+        KOKKOS_LAMBDA(i64 i) { y(i) = x(i); });
+  }
+};
+
+/// The copy's arrays (made at the first measurement, freed before Kokkos is finalized), and whether
+/// the case being run times it alternately with every measurement (N = 2^25).
+inline std::optional<StreamCopy> g_copy;
+inline bool g_paired = false;
+
+/// The N = 2^25 cases (the copy-bandwidth targets) time the copy too, call by call alternately
+/// with the op (ms per call: no batches): median seconds of the op and the copy bandwidth, the
+/// faster of the copy loop's and deep_copy's medians. This machine's memory bandwidth drifts within
+/// seconds (a shared VM), so a copy measured before the case can differ from the one the op ran
+/// under; alternating samples see the same drift. Each timed op call follows an untimed one, so
+/// that it does not pay for writing back the cache lines the copies left dirty.
+template <class F>
+std::pair<double, double> time_median_paired(F&& call, const StreamCopy& copy, const Options& opt) {
+  auto deep = [&] { copy.deep(); };
+  time_calls(call);
+  time_calls(copy);
+  time_calls(deep);
+  std::vector<double> op, c1, c2;
+  double total = 0;
+  while ((int)op.size() < opt.min_runs || total < opt.min_time) {
+    c1.push_back(time_calls(copy));
+    c2.push_back(time_calls(deep));
+    time_calls(call);
+    op.push_back(time_calls(call));
+    total += 2 * op.back() + c1.back() + c2.back();
+    if (op.size() >= 100000) break;
+  }
+  return {median(op), StreamCopy::bytes / std::min(median(c1), median(c2)) / 1e9};
+}
+
+// ---------------------------------------------------------------- arrays and references
+
+struct R1 {};
+struct R2 {};
+
+/// An (n, w) row-major array in host memory, viewed as rank 1 (w == 1), rank 2 or rank 3.
+template <class T>
+struct Arr {
+  Kokkos::View<T**, Kokkos::LayoutRight, Host> view;
+  i64 n = 0, w = 0;
+  Arr() = default;
+  Arr(const char* label, i64 n_, i64 w_)
+      : view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n_, w_),
+        n(n_),
+        w(w_) {}
+  T* p() const { return view.data(); }
+  i64 size() const { return n * w; }
+  double bytes() const { return double(size()) * sizeof(T); }
+  auto v(R1) const {
+    return Kokkos::View<T*, Host, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(view.data(), n * w);
+  }
+  auto v(R2) const {
+    return Kokkos::View<T**, Kokkos::LayoutRight, Host, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+        view.data(), n, w);
+  }
+  auto v3(i64 r, i64 c) const {
+    return Kokkos::View<T***, Kokkos::LayoutRight, Host, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(
+        view.data(), n, r, c);
+  }
+};
+
+/// Reference output in double and, per element, the magnitude its rounding error scales with (the
+/// sum of absolute values of the terms): a result passes when |got - val| <= tol * mag.
+struct Ref {
+  std::vector<double> val, mag;
+  explicit Ref(i64 size = 0) : val(size, 0.0), mag(size, 0.0) {}
+  void add(i64 k, double term) {  // entry k += term
+    val[k] += term;
+    mag[k] += std::abs(term);
+  }
+};
+
+template <class T>
+double max_error(const Arr<T>& a, const Ref& r) {
+  double worst = 0;
+  for (i64 k = 0; k < a.size(); ++k) {
+    const double got = double(a.p()[k]);
+    // equal values pass, infinities too (the max of an empty segment is -inf)
+    const double err = got == r.val[k] ? 0.0 : std::abs(got - r.val[k]) / (r.mag[k] + 1e-300);
+    if (!(err <= worst)) worst = std::isnan(err) ? std::numeric_limits<double>::infinity() : err;
+  }
+  return worst;
+}
+
+// ---------------------------------------------------------------- C++ peers
+
+enum class Peer { serial, omp_atomic, sv_dup, sv_atomic };
+inline const char* peer_name(Peer p, bool reduces) {
+  switch (p) {
+    case Peer::serial:
+      return "serial";
+    case Peer::omp_atomic:
+      return reduces ? "omp_atomic" : "omp_loop";
+    case Peer::sv_dup:
+      return "scatterview_dup";
+    case Peer::sv_atomic:
+      return "scatterview_atomic";
+  }
+  return "?";
+}
+template <Peer P>
+using PeerTag = std::integral_constant<Peer, P>;
+
+/// for i in [0, n): f(i) -- serially, in an OpenMP loop, or in a Kokkos parallel_for (ScatterView
+/// peers use Kokkos for their element loops, as a Kokkos user would).
+template <Peer P, class F>
+void peer_for(i64 n, const F& f) {
+  if constexpr (P == Peer::serial) {
+    for (i64 i = 0; i < n; ++i) f(i);
+  } else if constexpr (P == Peer::omp_atomic) {
+#pragma omp parallel for schedule(static)
+    for (i64 i = 0; i < n; ++i) f(i);
+  } else {
+    Kokkos::parallel_for("bench::peer_for", Kokkos::RangePolicy<Exec, Kokkos::IndexType<i64>>(0, n),
+                         f);
+  }
+}
+
+/// out(s, k) = sum (or max, min: Op) over i with ids[i] == s of the values `map(i, add)` passes to
+/// add(k, value). Setting the output to the identity (0, -inf, +inf) is part of the call.
+/// ScatterViews are built once (a user keeps them).
+template <Peer P, class T, class Op = Kokkos::Experimental::ScatterSum>
+struct PeerReduce {
+  static constexpr bool sum = std::is_same_v<Op, Kokkos::Experimental::ScatterSum>;
+  static constexpr bool is_max = std::is_same_v<Op, Kokkos::Experimental::ScatterMax>;
+  static constexpr T identity = sum      ? T(0)
+                                : is_max ? -std::numeric_limits<T>::infinity()
+                                         : std::numeric_limits<T>::infinity();
+  static void combine(T& o, T v) {
+    if constexpr (sum)
+      o += v;
+    else
+      o = is_max ? (v > o ? v : o) : (v < o ? v : o);
+  }
+  using Out = Kokkos::View<T**, Kokkos::LayoutRight, Host>;
+  using SvDup = Kokkos::Experimental::ScatterView<T**, Kokkos::LayoutRight, Exec, Op,
+                                                  Kokkos::Experimental::ScatterDuplicated,
+                                                  Kokkos::Experimental::ScatterNonAtomic>;
+  using SvAtomic = Kokkos::Experimental::ScatterView<T**, Kokkos::LayoutRight, Exec, Op,
+                                                     Kokkos::Experimental::ScatterNonDuplicated,
+                                                     Kokkos::Experimental::ScatterAtomic>;
+  using Sv = std::conditional_t<P == Peer::sv_dup, SvDup, SvAtomic>;
+  Out out;
+  Sv sv;
+  T init;  // what a segment without elements gets (the identity unless the user knows better)
+  explicit PeerReduce(const Arr<T>& o, T init_ = identity) : out(o.view), init(init_) {
+    if constexpr (P == Peer::sv_dup || P == Peer::sv_atomic) sv = Sv(out);
+  }
+  template <class I, class Map>
+  void operator()(const I* ids, i64 n, const Map& map) const {
+    Out o = out;
+    if constexpr (P == Peer::serial) {
+      std::fill(o.data(), o.data() + o.size(), init);
+      for (i64 i = 0; i < n; ++i) {
+        const i64 s = ids[i];
+        map(i, [&](i64 k, T v) { combine(o(s, k), v); });
+      }
+    } else if constexpr (P == Peer::omp_atomic) {
+      T* q = o.data();
+      const i64 size = o.size(), w = o.extent(1);
+#pragma omp parallel for schedule(static)
+      for (i64 k = 0; k < size; ++k) q[k] = init;
+#pragma omp parallel for schedule(static)
+      for (i64 i = 0; i < n; ++i) {
+        const i64 s = ids[i];
+        map(i, [&](i64 k, T v) {
+          if constexpr (sum) {
+#pragma omp atomic
+            q[s * w + k] += v;
+          } else {  // OpenMP has no atomic max of floats before 5.1: a compare-and-swap loop
+            T cur;
+            __atomic_load(&q[s * w + k], &cur, __ATOMIC_RELAXED);
+            while ((is_max ? v > cur : v < cur) &&
+                   !__atomic_compare_exchange(&q[s * w + k], &cur, &v, true, __ATOMIC_RELAXED,
+                                              __ATOMIC_RELAXED)) {
+            }
+          }
+        });
+      }
+    } else {
+      Sv s_view = sv;
+      // contribute() combines into the destination (all duplicates when it is not one of them), so
+      // the output is set to the identity first, as a ScatterView user computing out = sum must do.
+      if constexpr (P == Peer::sv_dup) Kokkos::deep_copy(Exec(), o, init);
+      s_view.reset();
+      Kokkos::parallel_for("bench::scatter",
+                           Kokkos::RangePolicy<Exec, Kokkos::IndexType<i64>>(0, n), [=](i64 i) {
+                             auto a = s_view.access();
+                             const i64 s = ids[i];
+                             map(i, [&](i64 k, T v) {
+                               if constexpr (sum)
+                                 a(s, k) += v;
+                               else
+                                 a(s, k).update(v);
+                             });
+                           });
+      Kokkos::Experimental::contribute(o, s_view);
+    }
+  }
+};
+
+// ---------------------------------------------------------------- one benchmark case
+
+template <class T>
+const char* dtype_name() {
+  return std::is_same_v<T, float> ? "float" : "double";
+}
+template <class I>
+const char* itype_name() {
+  return sizeof(I) == 4 ? "int32" : "int64";
+}
+
+#define SEGOPS_BENCH_CALL(...)               \
+  if constexpr (requires { __VA_ARGS__; }) { \
+    __VA_ARGS__;                             \
+    return true;                             \
+  } else {                                   \
+    return false;                            \
+  }
+
+using OutList = std::vector<std::pair<const void*, const Ref*>>;
+
+template <class T, class I>
+struct Case {
+  const Options& opt;
+  Exec exec;
+  i64 n, m, d;
+  sb::Regime regime;
+  bool sorted, with_det, with_peers;
+  std::vector<I> ids_v;
+  Kokkos::View<I*, Host> ids;
+  std::vector<i64> cnt;
+  std::optional<segops::Segments<I, Exec>> seg, seg_det;
+  Row row;
+
+  Case(const Options& o, i64 n_, i64 len, sb::Regime r, bool sorted_, i64 d_, bool det, bool peers)
+      : opt(o),
+        n(n_),
+        m(sb::num_segments(n_, len, r)),
+        d(d_),
+        regime(r),
+        sorted(sorted_),
+        with_det(det && !sorted_),
+        with_peers(peers) {
+    ids_v = sb::make_ids<I>(n, m, regime, sorted);
+    ids = Kokkos::View<I*, Host>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "bench::ids"), n);
+    std::copy(ids_v.begin(), ids_v.end(), ids.data());
+    std::vector<I>().swap(ids_v);
+    cnt.assign(m, 0);
+    for (i64 i = 0; i < n; ++i) ++cnt[ids(i)];
+    seg.emplace(exec, ids, m);
+    if (with_det) seg_det.emplace(exec, ids, m, segops::SegmentsOptions{.deterministic = true});
+    row.dtype = dtype_name<T>();
+    row.itype = itype_name<I>();
+    row.sorted =
+        std::string(regime == sb::Regime::skew ? "skew-" : "") + (sorted ? "sorted" : "unsorted");
+    row.n = n;
+    row.m = m;
+    row.d = d;
+  }
+  const I* id() const { return ids.data(); }
+
+  Arr<T> elem(std::uint64_t seed, i64 w) const { return fill(Arr<T>("bench::elem", n, w), seed); }
+  Arr<T> segv(std::uint64_t seed, i64 w) const { return fill(Arr<T>("bench::seg", m, w), seed); }
+  Arr<T> elem_out(i64 w) const { return Arr<T>("bench::elem_out", n, w); }
+  Arr<T> seg_out(i64 w) const { return Arr<T>("bench::seg_out", m, w); }
+  static Arr<T> fill(Arr<T> a, std::uint64_t seed) {
+    T* p = a.p();
+    const i64 size = a.size();
+#pragma omp parallel for schedule(static)
+    for (i64 k = 0; k < size; ++k) p[k] = static_cast<T>(sb::value(k, seed));
+    return a;
+  }
+
+  // The op being measured: name, order, and the minimal bytes it moves.
+  std::string op, order;
+  double bytes = 0;
+  std::vector<std::pair<Arr<T>*, const Ref*>> outs;
+  // Optional: before each checked call, after the outputs are poisoned (an in-place op restores its
+  // operand; an integer output is poisoned); checks of outputs that are not Arr<T> (max errors).
+  std::function<void()> prepare;
+  std::vector<std::function<double()>> extra_checks;
+  /// extra_bytes: inputs and outputs that are not Arr<T> (arg indices, integer counts).
+  void begin(const char* op_, const char* order_, std::initializer_list<const Arr<T>*> in,
+             std::vector<std::pair<Arr<T>*, const Ref*>> out, double extra_bytes = 0) {
+    op = op_;
+    order = order_;
+    row.op = op;
+    row.order = order;
+    bytes = double(n) * sizeof(I);
+    for (auto* a : in) bytes += a->bytes();
+    for (auto& o : out) bytes += o.first->bytes();
+    bytes += extra_bytes;
+    outs = std::move(out);
+    prepare = nullptr;
+    extra_checks.clear();
+    ++g_out.done;
+    if (opt.progress)
+      std::fprintf(stderr, "[%d/%d] %s %s %s %s N=%lld M=%lld D=%lld %s\n", g_out.done, g_out.total,
+                   op_, order_, row.dtype.c_str(), row.itype.c_str(), (long long)n, (long long)m,
+                   (long long)d, row.sorted.c_str());
+  }
+  std::string where() const {
+    std::ostringstream os;
+    os << op << " " << order << " " << row.dtype << " " << row.itype << " N=" << n << " M=" << m
+       << " D=" << d << " " << row.sorted;
+    return os.str();
+  }
+
+  /// Poison, call once, verify every output against the double reference, then time.
+  template <class F>
+  void measure(const std::string& impl, F&& call) {
+    for (auto& o : outs)
+      std::fill(o.first->p(), o.first->p() + o.first->size(), std::numeric_limits<T>::quiet_NaN());
+    if (prepare) prepare();
+    if constexpr (std::is_same_v<decltype(call()), bool>) {
+      if (!call()) {
+        if (!g_noted.insert(op + "/" + order).second) return;  // said once per op-order
+        note("missing: segops " + op + " " + order + " (no matching segops::segmented_" + op +
+             (order == "fwd"   ? ""
+              : order == "bwd" ? "_backward"
+                               : "_double_backward") +
+             " in this build) [" + where() + "]");
+        return;
+      }
+    } else {
+      call();
+    }
+    Kokkos::fence();
+    const double tol = std::is_same_v<T, float> ? 2e-3 : 1e-9;
+    std::vector<double> errs;
+    for (auto& o : outs) errs.push_back(max_error(*o.first, *o.second));
+    for (auto& f : extra_checks) errs.push_back(f());
+    for (const double err : errs) {
+      if (!(err <= tol)) {
+        std::ostringstream os;
+        os << "wrong: " << impl << " [" << where() << "] max relative error " << err << " > " << tol
+           << "; not timed";
+        note(os.str());
+        ++g_out.wrong;
+        return;
+      }
+    }
+    if (g_paired) {  // copy_fraction against the copy timed alternately with the op
+      const auto [t, copy_gbps] = time_median_paired(call, *g_copy, opt);
+      write_row(row, impl, t, bytes, copy_gbps);
+    } else {
+      write_row(row, impl, time_median(call, opt), bytes);
+    }
+  }
+
+  /// SegOps on the default descriptor and, for unsorted ids, on the deterministic one.
+  template <class F>
+  void segops(F&& f) {
+    auto run = [&](const std::string& impl, auto& s) {
+      measure(impl, [&]() -> bool {
+        const bool ok = d == 1 ? f(s, R1{}) : f(s, R2{});
+        exec.fence();
+        return ok;
+      });
+    };
+    run("segops", *seg);
+    if (with_det) run("segops_det", *seg_det);
+  }
+
+  /// Each peer: `make(PeerTag<P>)` sets up (untimed) and returns the timed call.
+  template <class Make>
+  void peers(bool reduces, Make&& make) {
+    if (!with_peers) return;
+    auto one = [&](auto tag) {
+      // The plain loop at N = 2^25 costs more wall time than it tells in the quick suite.
+      if (decltype(tag)::value == Peer::serial && !opt.full && n > 10000000) return;
+      auto call = make(tag);
+      measure(peer_name(decltype(tag)::value, reduces), call);
+    };
+    one(PeerTag<Peer::serial>{});
+    one(PeerTag<Peer::omp_atomic>{});
+    if (reduces) {
+      one(PeerTag<Peer::sv_dup>{});
+      if (opt.full)
+        one(PeerTag<Peer::sv_atomic>{});  // on 2 CPU threads it tracks omp_atomic closely
+    }
+  }
+};
+
+// Each op family's translation unit runs one op-order of a case: false when the op is not its.
+#define SEGOPS_BENCH_FAMILY(NAME)                                                                 \
+  template <class T, class I>                                                                     \
+  bool NAME(Case<T, I>& c, const std::string& op, const std::string& order);                      \
+  extern template bool NAME(Case<float, std::int32_t>&, const std::string&, const std::string&);  \
+  extern template bool NAME(Case<float, std::int64_t>&, const std::string&, const std::string&);  \
+  extern template bool NAME(Case<double, std::int32_t>&, const std::string&, const std::string&); \
+  extern template bool NAME(Case<double, std::int64_t>&, const std::string&, const std::string&);
+#define SEGOPS_BENCH_FAMILY_INSTANCES(NAME)                                                \
+  template bool NAME(Case<float, std::int32_t>&, const std::string&, const std::string&);  \
+  template bool NAME(Case<float, std::int64_t>&, const std::string&, const std::string&);  \
+  template bool NAME(Case<double, std::int32_t>&, const std::string&, const std::string&); \
+  template bool NAME(Case<double, std::int64_t>&, const std::string&, const std::string&);
+SEGOPS_BENCH_FAMILY(bench_scaled)    // mul, rms_norm, matvec (bench_ops_scaled.cpp)
+SEGOPS_BENCH_FAMILY(bench_bilinear)  // inner_products, axpby, axpy, add (bench_ops_bilinear.cpp)
+SEGOPS_BENCH_FAMILY(
+    bench_reductions)  // component_sum, count, max, min, max_norm (bench_ops_reductions.cpp)
+
+}  // namespace bench

@@ -1,0 +1,365 @@
+// SPDX-License-Identifier: Apache-2.0
+// The CPU benchmark's component_sum, count, max, min and max_norm (see bench_segops.cpp). Inputs
+// come from fixed streams (x=1, g=3, u=4; perf_tests/README.md).
+#include "bench_harness.hpp"
+
+namespace bench {
+
+template <class T, class I>
+void bench_component_sum(Case<T, I>& c, const std::string& order) {
+  const i64 n = c.n, m = c.m, D = c.d;
+  const I* id = c.id();
+  if (order == "bwd") {
+    Arr<T> g = c.segv(3, 1), gx = c.elem_out(D);
+    const T* gp = g.p();
+    Ref r(n * D);
+    for (i64 i = 0; i < n; ++i)
+      for (i64 k = 0; k < D; ++k) r.add(i * D + k, gp[id[i]]);
+    c.begin("component_sum", "bwd", {&g}, {{&gx, &r}});
+    c.segops([&](auto& seg, auto) -> bool {
+      SEGOPS_BENCH_CALL(segmented_component_sum_backward(c.exec, seg, g.v(R1{}), gx.v(R2{})))
+    });
+    T* gxp = gx.p();
+    c.peers(false, [&](auto tag) {
+      return [=] {
+        peer_for<decltype(tag)::value>(n, [=](i64 i) {
+          const T gs = gp[id[i]];
+          for (i64 k = 0; k < D; ++k) gxp[i * D + k] = gs;
+        });
+      };
+    });
+    return;
+  }
+  // fwd: o_s = sum of x's components; dbl: gg_s = sum of u's components (the same kernel)
+  const bool fwd = order == "fwd";
+  Arr<T> x = c.elem(fwd ? 1 : 4, D), o = c.seg_out(1);
+  const T* xp = x.p();
+  Ref r(m);
+  for (i64 i = 0; i < n; ++i)
+    for (i64 k = 0; k < D; ++k) r.add(id[i], xp[i * D + k]);
+  c.begin("component_sum", order.c_str(), {&x}, {{&o, &r}});
+  c.segops([&](auto& seg, auto) -> bool {
+    if (fwd) {
+      SEGOPS_BENCH_CALL(segmented_component_sum(c.exec, seg, x.v(R2{}), o.v(R1{})))
+    } else {
+      SEGOPS_BENCH_CALL(segmented_component_sum_double_backward(c.exec, seg, x.v(R2{}), o.v(R1{})))
+    }
+  });
+  c.peers(true, [&](auto tag) {
+    return [=, red = PeerReduce<decltype(tag)::value, T>(o)] {
+      red(id, n, [=](i64 i, auto&& add) {
+        T t = 0;
+        for (i64 k = 0; k < D; ++k) t += xp[i * D + k];
+        add(0, t);
+      });
+    };
+  });
+}
+
+template <class T, class I>
+void bench_count(Case<T, I>& c) {
+  const i64 n = c.n, m = c.m;
+  const I* id = c.id();
+  using Counts = Kokkos::View<i64*, Host>;
+  Counts out(Kokkos::view_alloc(Kokkos::WithoutInitializing, "bench::counts"), m);
+  i64* op = out.data();
+  c.begin("count", "fwd", {}, {}, double(m) * sizeof(i64));
+  c.prepare = [&] { std::fill(op, op + m, i64(-1)); };
+  c.extra_checks.push_back([&] {
+    for (i64 s = 0; s < m; ++s)
+      if (op[s] != c.cnt[s]) return std::numeric_limits<double>::infinity();
+    return 0.0;
+  });
+  c.segops([&](auto& seg, auto) -> bool { SEGOPS_BENCH_CALL(segmented_count(c.exec, seg, out)) });
+  c.peers(true, [&](auto tag) {
+    constexpr Peer P = decltype(tag)::value;
+    using Sv = Kokkos::Experimental::ScatterView<
+        i64*, Kokkos::LayoutRight, Exec, Kokkos::Experimental::ScatterSum,
+        Kokkos::Experimental::ScatterDuplicated, Kokkos::Experimental::ScatterNonAtomic>;
+    Sv sv;
+    if constexpr (P == Peer::sv_dup) sv = Sv(out);
+    return [=]() {
+      if constexpr (P == Peer::sv_dup) {
+        Kokkos::deep_copy(Exec(), out, i64(0));
+        Sv s_view = sv;
+        s_view.reset();
+        Kokkos::parallel_for("bench::count",
+                             Kokkos::RangePolicy<Exec, Kokkos::IndexType<i64>>(0, n),
+                             [=](i64 i) { s_view.access()(id[i]) += 1; });
+        Counts o = out;
+        Kokkos::Experimental::contribute(o, s_view);
+      } else {
+        peer_for<P>(m, [=](i64 s) { op[s] = 0; });
+        peer_for<P>(n, [=](i64 i) {
+          if constexpr (P == Peer::omp_atomic) {
+#pragma omp atomic
+            op[id[i]] += 1;
+          } else {
+            op[id[i]] += 1;
+          }
+        });
+      }
+    };
+  });
+}
+
+/// max and min per component; the backward orders take the arg of the forward (computed here, as
+/// the reference: lowest index on ties, -1 for an empty segment).
+template <class T, class I>
+void bench_extremum(Case<T, I>& c, const std::string& op, const std::string& order) {
+  const i64 n = c.n, m = c.m, D = c.d;
+  const I* id = c.id();
+  const bool is_max = op == "max";
+  Arr<T> x = c.elem(1, D);
+  const T* xp = x.p();
+  const double empty = (is_max ? -1 : 1) * std::numeric_limits<double>::infinity();
+  if (order == "fwd") {
+    Arr<T> o = c.seg_out(D);
+    Ref r(m * D);
+    std::fill(r.val.begin(), r.val.end(), empty);
+    for (i64 i = 0; i < n; ++i)
+      for (i64 k = 0; k < D; ++k) {
+        double& v = r.val[id[i] * D + k];
+        const double t = xp[i * D + k];
+        v = is_max ? std::max(v, t) : std::min(v, t);
+      }
+    for (i64 k = 0; k < m * D; ++k) r.mag[k] = std::abs(r.val[k]);
+    c.begin(op.c_str(), "fwd", {&x}, {{&o, &r}});
+    c.segops([&](auto& seg, auto rk) -> bool {
+      if (is_max) {
+        SEGOPS_BENCH_CALL(segmented_max(c.exec, seg, x.v(rk), o.v(rk)))
+      } else {
+        SEGOPS_BENCH_CALL(segmented_min(c.exec, seg, x.v(rk), o.v(rk)))
+      }
+    });
+    auto peers = [&](auto op_tag) {
+      using Op = decltype(op_tag);
+      c.peers(true, [&](auto tag) {
+        return [=, red = PeerReduce<decltype(tag)::value, T, Op>(o)] {
+          red(id, n, [=](i64 i, auto&& add) {
+            for (i64 k = 0; k < D; ++k) add(k, xp[i * D + k]);
+          });
+        };
+      });
+    };
+    if (is_max)
+      peers(Kokkos::Experimental::ScatterMax{});
+    else
+      peers(Kokkos::Experimental::ScatterMin{});
+    return;
+  }
+  using Args = Kokkos::View<i64**, Kokkos::LayoutRight, Host>;
+  Args arg("bench::arg", m, D);
+  i64* argp = arg.data();
+  std::fill(argp, argp + m * D, i64(-1));
+  for (i64 i = 0; i < n; ++i)
+    for (i64 k = 0; k < D; ++k) {
+      i64& a = argp[id[i] * D + k];
+      const T t = xp[i * D + k];
+      if (a < 0 || (is_max ? t > xp[a * D + k] : t < xp[a * D + k])) a = i;
+    }
+  auto arg_v = [&](auto rk) {
+    if constexpr (std::is_same_v<decltype(rk), R1>)
+      return Kokkos::View<i64*, Host, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(argp, m);
+    else
+      return Kokkos::View<i64**, Kokkos::LayoutRight, Host,
+                          Kokkos::MemoryTraits<Kokkos::Unmanaged>>(argp, m, D);
+  };
+  const double arg_bytes = double(m) * D * sizeof(i64);
+  if (order == "bwd") {  // gx(i, k) = g(s, k) at i = arg(s, k), else 0
+    Arr<T> g = c.segv(3, D), gx = c.elem_out(D);
+    const T* gp = g.p();
+    Ref r(n * D);
+    for (i64 s = 0; s < m; ++s)
+      for (i64 k = 0; k < D; ++k)
+        if (argp[s * D + k] >= 0) r.add(argp[s * D + k] * D + k, gp[s * D + k]);
+    c.begin(op.c_str(), "bwd", {&g}, {{&gx, &r}}, arg_bytes);
+    c.segops([&](auto& seg, auto rk) -> bool {
+      if (is_max) {
+        SEGOPS_BENCH_CALL(segmented_max_backward(c.exec, seg, arg_v(rk), g.v(rk), gx.v(rk)))
+      } else {
+        SEGOPS_BENCH_CALL(segmented_min_backward(c.exec, seg, arg_v(rk), g.v(rk), gx.v(rk)))
+      }
+    });
+    T* gxp = gx.p();
+    c.peers(false, [&](auto tag) {
+      constexpr Peer P = decltype(tag)::value;
+      return [=] {  // zero the gradient, then scatter g to the args
+        peer_for<P>(n * D, [=](i64 e) { gxp[e] = 0; });
+        peer_for<P>(m, [=](i64 s) {
+          for (i64 k = 0; k < D; ++k)
+            if (argp[s * D + k] >= 0) gxp[argp[s * D + k] * D + k] = gp[s * D + k];
+        });
+      };
+    });
+    return;
+  }
+  // dbl: gg(s, k) = u(arg(s, k), k), 0 for an empty segment
+  Arr<T> u = c.elem(4, D), gg = c.seg_out(D);
+  const T* up = u.p();
+  Ref r(m * D);
+  for (i64 s = 0; s < m; ++s)
+    for (i64 k = 0; k < D; ++k)
+      if (argp[s * D + k] >= 0) r.add(s * D + k, up[argp[s * D + k] * D + k]);
+  c.begin(op.c_str(), "dbl", {&u}, {{&gg, &r}}, arg_bytes);
+  c.segops([&](auto& seg, auto rk) -> bool {
+    if (is_max) {
+      SEGOPS_BENCH_CALL(segmented_max_double_backward(c.exec, seg, arg_v(rk), u.v(rk), gg.v(rk)))
+    } else {
+      SEGOPS_BENCH_CALL(segmented_min_double_backward(c.exec, seg, arg_v(rk), u.v(rk), gg.v(rk)))
+    }
+  });
+  T* ggp = gg.p();
+  c.peers(false, [&](auto tag) {
+    return [=] {
+      peer_for<decltype(tag)::value>(m, [=](i64 s) {
+        for (i64 k = 0; k < D; ++k) {
+          const i64 a = argp[s * D + k];
+          ggp[s * D + k] = a >= 0 ? up[a * D + k] : T(0);
+        }
+      });
+    };
+  });
+}
+
+/// max_norm: out(s) = the largest row norm of the segment (0 if empty); the backward orders take
+/// the argmax of the forward (computed here from the norms in double, lowest index on ties).
+template <class T, class I>
+void bench_max_norm(Case<T, I>& c, const std::string& order) {
+  const i64 n = c.n, m = c.m, D = c.d;
+  const I* id = c.id();
+  Arr<T> x = c.elem(1, D);
+  const T* xp = x.p();
+  auto norm = [=](i64 i) {
+    double t = 0;
+    for (i64 k = 0; k < D; ++k) t += double(xp[i * D + k]) * xp[i * D + k];
+    return std::sqrt(t);
+  };
+  if (order == "fwd") {
+    Arr<T> o = c.seg_out(1);
+    Ref r(m);
+    for (i64 i = 0; i < n; ++i) r.val[id[i]] = std::max(r.val[id[i]], norm(i));
+    r.mag = r.val;
+    c.begin("max_norm", "fwd", {&x}, {{&o, &r}});
+    c.segops([&](auto& seg, auto rk) -> bool {
+      SEGOPS_BENCH_CALL(segmented_max_norm(c.exec, seg, x.v(rk), o.v(R1{})))
+    });
+    c.peers(true, [&](auto tag) {
+      using Max = Kokkos::Experimental::ScatterMax;
+      return [=, red = PeerReduce<decltype(tag)::value, T, Max>(o, T(0))] {
+        red(id, n, [=](i64 i, auto&& add) {
+          T t = 0;
+          for (i64 k = 0; k < D; ++k) t += xp[i * D + k] * xp[i * D + k];
+          add(0, std::sqrt(t));
+        });
+      };
+    });
+    return;
+  }
+  std::vector<i64> argv(m, -1);
+  std::vector<double> best(m, -1.0);
+  for (i64 i = 0; i < n; ++i) {
+    const double t = norm(i);
+    if (t > best[id[i]]) best[id[i]] = t, argv[id[i]] = i;
+  }
+  const Kokkos::View<i64*, Host, Kokkos::MemoryTraits<Kokkos::Unmanaged>> arg(argv.data(), m);
+  const i64* argp = argv.data();
+  const double arg_bytes = double(m) * sizeof(i64);
+  Arr<T> g = c.segv(3, 1);
+  const T* gp = g.p();
+  if (order == "bwd") {  // gx_i = g_s x_i / |x_i| at i = argmax(s), else 0
+    Arr<T> gx = c.elem_out(D);
+    Ref r(n * D);
+    for (i64 s = 0; s < m; ++s) {
+      const i64 i = argp[s];
+      if (i < 0 || best[s] == 0) continue;
+      for (i64 k = 0; k < D; ++k) r.add(i * D + k, gp[s] * xp[i * D + k] / best[s]);
+    }
+    c.begin("max_norm", "bwd", {&x, &g}, {{&gx, &r}}, arg_bytes);
+    c.segops([&](auto& seg, auto rk) -> bool {
+      SEGOPS_BENCH_CALL(segmented_max_norm_backward(c.exec, seg, x.v(rk), arg, g.v(R1{}), gx.v(rk)))
+    });
+    T* gxp = gx.p();
+    c.peers(false, [&](auto tag) {
+      constexpr Peer P = decltype(tag)::value;
+      return [=] {
+        peer_for<P>(n * D, [=](i64 e) { gxp[e] = 0; });
+        peer_for<P>(m, [=](i64 s) {
+          const i64 i = argp[s];
+          if (i < 0) return;
+          T t = 0;
+          for (i64 k = 0; k < D; ++k) t += xp[i * D + k] * xp[i * D + k];
+          const T f = t > 0 ? gp[s] / std::sqrt(t) : T(0);
+          for (i64 k = 0; k < D; ++k) gxp[i * D + k] = f * xp[i * D + k];
+        });
+      };
+    });
+    return;
+  }
+  // dbl: with i = argmax(s), xh = x_i / |x_i|, p = <xh, u_i>: gg_s = p,
+  // x+_i = (g_s / |x_i|) (u_i - xh p), 0 elsewhere
+  Arr<T> u = c.elem(4, D), gg = c.seg_out(1), xq = c.elem_out(D);
+  const T* up = u.p();
+  Ref rg(m), rx(n * D);
+  for (i64 s = 0; s < m; ++s) {
+    const i64 i = argp[s];
+    if (i < 0 || best[s] == 0) continue;
+    double pm = 0;
+    for (i64 k = 0; k < D; ++k) {
+      rg.add(s, xp[i * D + k] / best[s] * up[i * D + k]);
+      pm += std::abs(xp[i * D + k] / best[s] * up[i * D + k]);
+    }
+    const double p = rg.val[s], f = gp[s] / best[s];
+    for (i64 k = 0; k < D; ++k) {
+      const double xh = xp[i * D + k] / best[s];
+      rx.val[i * D + k] = f * (up[i * D + k] - xh * p);
+      rx.mag[i * D + k] = std::abs(f) * (std::abs(up[i * D + k]) + std::abs(xh) * pm);
+    }
+  }
+  c.begin("max_norm", "dbl", {&x, &g, &u}, {{&gg, &rg}, {&xq, &rx}}, arg_bytes);
+  c.segops([&](auto& seg, auto rk) -> bool {
+    SEGOPS_BENCH_CALL(segmented_max_norm_double_backward(c.exec, seg, x.v(rk), arg, g.v(R1{}),
+                                                         u.v(rk), gg.v(R1{}), xq.v(rk)))
+  });
+  T *ggp = gg.p(), *xqp = xq.p();
+  c.peers(false, [&](auto tag) {
+    constexpr Peer P = decltype(tag)::value;
+    return [=] {
+      peer_for<P>(n * D, [=](i64 e) { xqp[e] = 0; });
+      peer_for<P>(m, [=](i64 s) {
+        const i64 i = argp[s];
+        ggp[s] = 0;
+        if (i < 0) return;
+        T t = 0, p = 0;
+        for (i64 k = 0; k < D; ++k) {
+          t += xp[i * D + k] * xp[i * D + k];
+          p += xp[i * D + k] * up[i * D + k];
+        }
+        if (!(t > 0)) return;
+        const T r = 1 / std::sqrt(t);
+        p *= r;
+        ggp[s] = p;
+        for (i64 k = 0; k < D; ++k)
+          xqp[i * D + k] = gp[s] * r * (up[i * D + k] - xp[i * D + k] * r * p);
+      });
+    };
+  });
+}
+
+template <class T, class I>
+bool bench_reductions(Case<T, I>& c, const std::string& op, const std::string& order) {
+  if (op == "component_sum")
+    bench_component_sum(c, order);
+  else if (op == "count")
+    bench_count(c);
+  else if (op == "max" || op == "min")
+    bench_extremum(c, op, order);
+  else if (op == "max_norm")
+    bench_max_norm(c, order);
+  else
+    return false;
+  return true;
+}
+SEGOPS_BENCH_FAMILY_INSTANCES(bench_reductions)
+
+}  // namespace bench
