@@ -66,8 +66,9 @@ void extremum(const Exec& exec, const Seg& seg, const X& x, const Out& out, Mat<
     check_segments(op.name, "arg", seg, arg);                                                     \
     check_width(op.name, "arg", width_of(g), arg);                                                \
     check_disjoint(op.name, {SEGOPS_SPAN(gx)}, {SEGOPS_SPAN(arg), SEGOPS_SPAN(g)});               \
-    segmented_transform(                                                                          \
-        exec, seg, ArgScatter<value_t<GX>, T, value_t<Arg>>{wr(gx), rd(g), rd(arg)}, op.label);   \
+    zero_rows(exec, wr(gx), op.label); /* then each arg element's component, per segment */       \
+    using F = ArgScatter<value_t<GX>, T, value_t<Arg>>;                                           \
+    segment_transform(exec, seg, F{wr(gx), rd(g), rd(arg)}, op.label);                            \
   }                                                                                               \
   /** u: cotangent of gx. gg(s, d) = u(arg(s, d), d), 0 for an empty segment. */                  \
   template <class Exec, class Seg, class Arg, class U, class GG>                                  \

@@ -88,10 +88,9 @@ void segmented_max_norm_backward(const Exec& exec, const Seg& seg, const X& x, c
   SEGOPS_CHECK_ARG("segmented_max_norm_backward", argmax, 1);
   check_segments(op.name, "argmax", seg, argmax);
   check_disjoint(op.name, {SEGOPS_SPAN(gx)}, {SEGOPS_SPAN(argmax)});
-  segmented_transform(exec, seg,
-                      MaxNormElement<value_t<GX>, T, S, value_t<Arg>, false>{wr(gx), rd(x), rd(x),
-                                                                             rd(argmax), rd(g)},
-                      op.label);
+  zero_rows(exec, wr(gx), op.label);  // then the argmax element's row, per segment
+  using F = MaxNormScatter<value_t<GX>, T, S, value_t<Arg>, false>;
+  segment_transform(exec, seg, F{wr(gx), rd(x), rd(x), rd(argmax), rd(g), {}}, op.label);
 }
 /// u: cotangent of gx. At i* = argmax(s), p = <x^_{i*}, u_{i*}>: gg_s = p,
 /// x+_{i*} = (g_s / ||x_{i*}||)(u_{i*} - x^_{i*} p); 0 elsewhere and where ||x|| = 0.
@@ -104,13 +103,9 @@ void segmented_max_norm_double_backward(const Exec& exec, const Seg& seg, const 
   SEGOPS_CHECK_ARG("segmented_max_norm_double_backward", argmax, 1);
   check_segments(op.name, "argmax", seg, argmax);
   check_disjoint(op.name, {SEGOPS_SPAN(gg), SEGOPS_SPAN(xp)}, {SEGOPS_SPAN(argmax)});
-  using I = value_t<Arg>;
-  segment_transform(exec, seg, MaxNormAdjoint<value_t<GG>, T, I>{wr(gg), rd(x), rd(u), rd(argmax)},
-                    op.label);
-  segmented_transform(
-      exec, seg,
-      MaxNormElement<value_t<XP>, T, S, I, true>{wr(xp), rd(x), rd(u), rd(argmax), rd(g)},
-      op.label);
+  zero_rows(exec, wr(xp), op.label);  // then gg_s and the argmax element's row, per segment
+  using F = MaxNormScatter<value_t<XP>, T, S, value_t<Arg>, true, value_t<GG>>;
+  segment_transform(exec, seg, F{wr(xp), rd(x), rd(u), rd(argmax), rd(g), wr(gg)}, op.label);
 }
 
 SEGOPS_DEFAULT_EXEC_OVERLOAD(segmented_rms_norm)

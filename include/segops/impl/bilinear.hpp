@@ -198,6 +198,12 @@ struct AxpyInPlace {
     const Y k = seg_value<Y>(a, s);
     for_cols(y.d, [&](index_t d) { y(i, d) += k * static_cast<Y>(x(i, d)); });
   }
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(y, x); }
+  template <int W>  // where packed_width() == W: the width and strides as constants
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
+    const Y k = seg_value<Y>(a, s);
+    for (int d = 0; d < W; ++d) y.ptr[i * W + d] += k * static_cast<Y>(x.ptr[i * W + d]);
+  }
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
   template <class F>
   KOKKOS_FUNCTION void segment_rows(F&& f) const {
@@ -214,6 +220,15 @@ struct AddRow {
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
     for (index_t d = 0; d < o.d; ++d)
       o(i, d) = static_cast<O>(x(i, d)) + (s < 0 ? O(0) : static_cast<O>(b(s, d)));
+  }
+  /// Packed rows, b included (rows of b, or b (M) with single values).
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(o, x, b); }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
+    const bool in = s >= 0;
+    const B* bp = b.ptr + (in ? s : 0) * W;
+    for (int d = 0; d < W; ++d)
+      o.ptr[i * W + d] = static_cast<O>(x.ptr[i * W + d]) + (in ? static_cast<O>(bp[d]) : O(0));
   }
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
   template <class F>

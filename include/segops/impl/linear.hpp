@@ -72,11 +72,11 @@ struct ScaledRows {
   }
 };
 
-/// o(i, :) = v(s(i), :) [/ c_s]; zeros for dropped ids.
-template <class Exec, class Seg, class T, class S, class Scale = Unscaled>
+/// o(i, :) = v(s(i), :) [/ c_s]; zeros for dropped ids. Splat: v(s(i)) in every component.
+template <bool Splat = false, class Exec, class Seg, class T, class S, class Scale = Unscaled>
 void gather_rows(const Exec& exec, const Seg& seg, Mat<const S> v, Mat<T> o, const char* label,
                  Scale scale = {}) {
-  using G = GatherRows<T, S, Scale>;
+  using G = GatherRows<T, S, Scale, Splat>;
   const G g{o, v, scale};
   if constexpr (!Scale::identity) {
     // Where stage_per_segment: the scaled rows are computed once per segment into the

@@ -52,9 +52,7 @@ void component_gather_op(const Exec& exec, const Seg& seg, const G& g, const O& 
   check_segments(op.name, ga, seg, g);
   check_elements(op.name, oa, seg, o);
   check_no_alias(op.name, oa, o, ga, g);
-  auto src = as_const_mat(g);
-  src.s1 = 0;  // the same per-segment scalar for every component
-  gather_rows(exec, seg, src, as_mat(o), op.label);
+  gather_rows<true>(exec, seg, as_const_mat(g), as_mat(o), op.label);  // g(s) in every component
 }
 
 template <class Counts, class Out>

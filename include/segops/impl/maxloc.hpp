@@ -16,8 +16,18 @@ namespace segops::impl {
 
 template <class V, bool IsMax>
 KOKKOS_FUNCTION bool better(V v, V cur) {
-  if (Kokkos::isnan(v)) return !Kokkos::isnan(cur);
-  return IsMax ? v > cur : v < cur;
+  // branch-free (v != v: v is NaN): whether an element improves on the best so far depends on its
+  // value, and a branch on random values mispredicts about every other element
+  return (IsMax ? v > cur : v < cur) | ((v != v) & (cur == cur));
+}
+
+/// c ? a : b for a value or an index, as bit masks (no branch whatever the compiler decides).
+template <class V>
+KOKKOS_FORCEINLINE_FUNCTION V select(bool c, V a, V b) {
+  using U = std::conditional_t<sizeof(V) == 4, std::uint32_t, std::uint64_t>;
+  static_assert(sizeof(V) == sizeof(U));
+  const U m = U(0) - U(c);
+  return Kokkos::bit_cast<V>((Kokkos::bit_cast<U>(a) & m) | (Kokkos::bit_cast<U>(b) & ~m));
 }
 
 template <class V>
@@ -58,15 +68,20 @@ struct RowNorm {
   }
 };
 
-/// Value and (optional, arg.n == 0 when absent) index of the best element per accumulator.
-/// Empty segments: value -inf (max) / +inf (min), or 0 with ZeroIfEmpty; index -1.
-template <class V, class I, class Value, class Counts, bool IsMax, bool ZeroIfEmpty>
+/// Value and (optional: Arg, and arg.n > 0) index of the best element per accumulator. Empty
+/// segments: value -inf (max) / +inf (min), or 0 with ZeroIfEmpty; index -1. Without Arg the
+/// index is not tracked at all (the walk over sorted positions then carries half the state).
+template <class V, class I, class Value, class Counts, bool IsMax, bool ZeroIfEmpty, bool Arg>
 struct MaxLocReducer {
   static constexpr bool has_finalize = true;
   static constexpr bool has_arg_pass = true;
-  static constexpr bool can_walk = false;
-  static constexpr bool can_privatize = false;
+  static constexpr bool can_walk = true;
+  static constexpr int max_walk_width = 4;
+  // PrivateReduce (unsorted ids, default mode) without arg: a copy of the values per thread
+  // (tracking indices would take as many again)
+  static constexpr bool can_privatize = !Arg;
   using acc_type = V;
+  using index_type = I;
   static constexpr int kBlock = 8;
   static constexpr I kUnset = std::numeric_limits<I>::max();  // atomic schedule's "no index yet"
   Value value;
@@ -78,21 +93,35 @@ struct MaxLocReducer {
   index_t w;
 
   KOKKOS_FUNCTION index_t width() const { return w; }
-  KOKKOS_FUNCTION bool wants_arg() const { return arg.n > 0; }
+  KOKKOS_FUNCTION bool wants_arg() const { return Arg && arg.n > 0; }
   static KOKKOS_FUNCTION V identity() {
     return IsMax ? -Kokkos::Experimental::infinity<V>::value
                  : Kokkos::Experimental::infinity<V>::value;
   }
   KOKKOS_FUNCTION void store(OutSlot d, index_t k, V v, index_t i) const {
     out(d.s, k) = v;
-    if (arg.n > 0) arg(d.s, k) = static_cast<I>(i);
+    if (wants_arg()) arg(d.s, k) = static_cast<I>(i);
   }
   KOKKOS_FUNCTION void store(CarrySlot d, index_t k, V v, index_t i) const {
     carry[d.t * w + k] = v;
     carry_idx[d.t * w + k] = i;
   }
+  /// Reduces positions [b, e) into slot d. Rows of 1 to 4 keep best values and indices in
+  /// registers; every element updates them with selects, not branches.
   template <class Slot, class Elem>
   KOKKOS_FUNCTION void reduce(Slot d, const Elem& elem, index_t b, index_t e) const {
+    switch (w) {
+      case 1:
+        return reduce_fixed<1>(d, elem, b, e);
+      case 2:
+        return reduce_fixed<2>(d, elem, b, e);
+      case 3:
+        return reduce_fixed<3>(d, elem, b, e);
+      case 4:
+        return reduce_fixed<4>(d, elem, b, e);
+      default:
+        break;
+    }
     for (index_t k0 = 0; k0 < w; k0 += kBlock) {
       const int kn = static_cast<int>(Kokkos::min<index_t>(kBlock, w - k0));
       V best[kBlock];
@@ -105,14 +134,106 @@ struct MaxLocReducer {
         const index_t el = elem(p);
         for (int j = 0; j < kn; ++j) {
           const V v = value(el, k0 + j);
-          if (at[j] < 0 || better<V, IsMax>(v, best[j])) {
-            best[j] = v;
-            at[j] = el;
-          }
+          const bool take = at[j] < 0 || better<V, IsMax>(v, best[j]);
+          best[j] = select(take, v, best[j]);
+          at[j] = select(take, el, at[j]);
         }
       }
       for (int j = 0; j < kn; ++j) store(d, k0 + j, best[j], at[j]);
     }
+  }
+  template <int W, class Slot, class Elem>
+  KOKKOS_FUNCTION void reduce_fixed(Slot d, const Elem& elem, index_t b, index_t e) const {
+    V best[W];
+    index_t at[W];
+    if (b == e) {
+      for (int j = 0; j < W; ++j) store(d, j, identity(), -1);
+      return;
+    }
+    const index_t first = elem(b);  // the first element is the best so far, whatever its value
+    for (int j = 0; j < W; ++j) {
+      best[j] = value(first, j);
+      at[j] = first;
+    }
+    for (index_t p = b + 1; p < e; ++p) {
+      const index_t el = elem(p);
+      for (int j = 0; j < W; ++j) {
+        const V v = value(el, j);
+        const bool take = better<V, IsMax>(v, best[j]);
+        best[j] = select(take, v, best[j]);
+        at[j] = select(take, el, at[j]);
+      }
+    }
+    for (int j = 0; j < W; ++j) store(d, j, best[j], at[j]);
+  }
+  /// TileReduce::walk (sorted ids, short segments): the rows of the tile's segments start at the
+  /// identity (walk_init), and each position improves its segment's row in memory, as a plain loop
+  /// does: a max or min instruction per component, no state carried between positions (carrying
+  /// the running best in registers took a select on "same segment" per component, through the
+  /// integer unit: 2x slower). Ties keep the first element, NaN the first NaN.
+  template <int W>
+  struct WalkState {};
+  KOKKOS_FUNCTION void walk_init(index_t b, index_t e) const { zero_rows(b, e); }
+  template <int W>
+  KOKKOS_FUNCTION void walk_step(WalkState<W>&, bool, index_t p, index_t s) const {
+    for (int j = 0; j < W; ++j) {
+      const V v = value(p, j);
+      V& o = out(s, j);
+      if constexpr (Arg) {
+        I& a = arg(s, j);
+        a = select(better<V, IsMax>(v, o) | (a == kUnset), static_cast<I>(p), a);
+      }
+      V m = IsMax ? (v > o ? v : o) : (v < o ? v : o);  // maxss/minss: ties keep o
+      if ((v != v) & (o == o)) m = v;                   // the first NaN wins (rare)
+      o = m;
+    }
+  }
+  KOKKOS_FUNCTION void zero_rows(index_t b, index_t e) const {
+    for (index_t s = b; s < e; ++s) init(OutSlot{s});
+  }
+  /// o = the better of o and v: a max or min instruction (ties keep o) and the first NaN.
+  static KOKKOS_FORCEINLINE_FUNCTION void improve(V& o, V v) {
+    V m = IsMax ? (v > o ? v : o) : (v < o ? v : o);
+    if ((v != v) & (o == o)) m = v;  // rare
+    o = m;
+  }
+  // PrivateReduce: the output as packed rows, elements [lo, hi) improving rows of a copy, a
+  // copy's row improving an output row (copies in part order: ties keep the earlier part's).
+  KOKKOS_FUNCTION V* dense_rows() const { return packed(out) && out.d == w ? out.ptr : nullptr; }
+  template <class IdT>
+  KOKKOS_FUNCTION void scatter(V* rows, const IdT* id, index_t st, index_t lo, index_t hi,
+                               index_t m) const {
+    // Copies larger than a core's L2 cache miss on most updates: the row of the element kAhead
+    // positions on is prefetched (as SumReducer::scatter).
+    const bool far = kPrefetches && m * w * index_t(sizeof(V)) > kCacheBytes;
+    auto rows_of = [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      const index_t ww = W > 0 ? W : w;
+      for (index_t i = lo; i < hi; ++i) {
+        if (far && i + kAhead < hi) {
+          const index_t t = static_cast<index_t>(id[(i + kAhead) * st]);
+          prefetch<true>(rows + (t >= 0 && t < m ? t : 0) * ww);
+        }
+        const index_t s = static_cast<index_t>(id[i * st]);
+        if (s < 0 || s >= m) continue;  // dropped ids: predictable
+        for (index_t k = 0; k < ww; ++k) improve(rows[s * ww + k], value(i, k));
+      }
+    };
+    switch (w) {
+      case 1:
+        return rows_of(std::integral_constant<int, 1>{});
+      case 3:
+        return rows_of(std::integral_constant<int, 3>{});
+      default:
+        return rows_of(std::integral_constant<int, 0>{});
+    }
+  }
+  static KOKKOS_FORCEINLINE_FUNCTION void merge(V& o, V v) { improve(o, v); }
+  KOKKOS_FUNCTION void add_row(OutSlot d, const V* row) const {
+    for (index_t k = 0; k < w; ++k) improve(out(d.s, k), row[k]);
+  }
+  KOKKOS_FUNCTION void finalize_range(index_t lo, index_t hi) const {
+    for (; lo < hi; ++lo) finalize(lo);
   }
   KOKKOS_FUNCTION void join(OutSlot d, CarrySlot c) const {
     for (index_t k = 0; k < w; ++k) {
@@ -123,33 +244,109 @@ struct MaxLocReducer {
   KOKKOS_FUNCTION void finalize(index_t s) const {
     for (index_t k = 0; k < w; ++k) {
       if (ZeroIfEmpty && counts(s) == 0) out(s, k) = V(0);
-      if (arg.n > 0 && arg(s, k) == kUnset) arg(s, k) = I(-1);
+      if (wants_arg() && arg(s, k) == kUnset) arg(s, k) = I(-1);
     }
   }
   KOKKOS_FUNCTION void init(OutSlot d) const {
     for (index_t k = 0; k < w; ++k) {
       out(d.s, k) = identity();
-      if (arg.n > 0) arg(d.s, k) = kUnset;
+      if (wants_arg()) arg(d.s, k) = kUnset;
     }
   }
   template <bool Atomic>
   KOKKOS_FUNCTION void accumulate(index_t s, index_t i) const {
     for (index_t k = 0; k < w; ++k) {
       const V v = value(i, k);
-      if constexpr (Atomic)
+      if constexpr (Atomic) {
         atomic_improve<V, IsMax>(&out(s, k), v);
-      else if (better<V, IsMax>(v, out(s, k)))
-        out(s, k) = v;
+      } else {
+        V& o = out(s, k);
+        o = select(better<V, IsMax>(v, o), v, o);
+      }
     }
   }
   template <bool Atomic>
   KOKKOS_FUNCTION void arg_pass(index_t s, index_t i) const {
     for (index_t k = 0; k < w; ++k) {
-      if (!same_bits(value(i, k), out(s, k))) continue;
-      if constexpr (Atomic)
-        Kokkos::atomic_min(&arg(s, k), static_cast<I>(i));
-      else if (static_cast<I>(i) < arg(s, k))
-        arg(s, k) = static_cast<I>(i);
+      const bool same = same_bits(value(i, k), out(s, k));
+      if constexpr (Atomic) {
+        if (same) Kokkos::atomic_min(&arg(s, k), static_cast<I>(i));
+      } else {
+        I& a = arg(s, k);
+        a = select(same & (static_cast<I>(i) < a), static_cast<I>(i), a);
+      }
+    }
+  }
+  /// OwnerReduce: element i of segment s, whether this partition owns s or not (then into a
+  /// scratch row: the owner test would be a branch on random ids). Pass 0 the values, pass 1
+  /// the indices.
+  static constexpr bool owner_selects = true;
+  template <int Pass>
+  KOKKOS_FUNCTION void owner_step(bool own, index_t s, index_t i, V* vs, I* is) const {
+    const index_t t = own ? s : 0;
+    for (index_t k = 0; k < w; ++k) {
+      const V v = value(i, k);
+      V& o = own ? out(t, k) : vs[k];
+      if constexpr (Pass == 0) {
+        o = select(better<V, IsMax>(v, o), v, o);
+      } else {
+        I& a = own ? arg(t, k) : is[k];
+        a = select(same_bits(v, o) & (static_cast<I>(i) < a), static_cast<I>(i), a);
+      }
+    }
+  }
+};
+
+/// Host backends, unsorted ids, default mode, with arg: once the values are reduced (by
+/// PrivateReduce, a copy per thread), part q of P finds in its elements [n q / P, n (q + 1) / P),
+/// in order, the first whose value has the bits of its segment's result, into its own copy of the
+/// indices (part 0 into arg, the others into the workspace); a pass over the segments takes the
+/// first part's that found one. The result's bits are those of the first element attaining it
+/// (ties keep the first, and so does a NaN), so this is the lowest index. Against every partition
+/// scanning every element for both (OwnerReduce): rows of 3 floats, L = 3, N = 1e6, 2 threads,
+/// max with arg 28.8 -> 13.1 ms (2.4 of them the values; this pass is bound by its two random
+/// rows per element, the result's and the index copy's).
+template <class R, class Ids>
+struct PrivateArg {
+  struct FindTag {};
+  struct CombineTag {};
+  using I = typename R::index_type;
+  static constexpr I kUnset = R::kUnset;
+  R r;
+  Ids ids;
+  I* scratch;
+  index_t n, m, w, parts;
+  KOKKOS_FUNCTION I& slot(index_t q, index_t s, index_t k) const {
+    return q == 0 ? r.arg(s, k) : scratch[((q - 1) * m + s) * w + k];
+  }
+  KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(FindTag, index_t q) const {
+    const R rl = r;
+    const Ids id = ids;
+    const index_t lo = n * q / parts, hi = n * (q + 1) / parts, mm = m, ww = w;
+    for (index_t s = 0; s < mm; ++s)
+      for (index_t k = 0; k < ww; ++k) slot(q, s, k) = kUnset;
+    const bool far = kPrefetches && mm * ww * index_t(sizeof(I)) > kCacheBytes;
+    for (index_t i = lo; i < hi; ++i) {
+      if (far && i + kAhead < hi) {
+        const index_t t = static_cast<index_t>(id(i + kAhead));
+        if (t >= 0 && t < mm) {
+          prefetch(&rl.out(t, 0));
+          prefetch<true>(&slot(q, t, 0));
+        }
+      }
+      const index_t s = static_cast<index_t>(id(i));
+      if (s < 0 || s >= mm) continue;  // dropped ids: predictable
+      for (index_t k = 0; k < ww; ++k) {
+        I& a = slot(q, s, k);
+        a = select(same_bits(rl.value(i, k), rl.out(s, k)) & (a == kUnset), static_cast<I>(i), a);
+      }
+    }
+  }
+  KOKKOS_FUNCTION void operator()(CombineTag, index_t s) const {
+    for (index_t k = 0; k < w; ++k) {
+      I a = r.arg(s, k);
+      for (index_t q = 1; q < parts; ++q) a = a == kUnset ? slot(q, s, k) : a;
+      r.arg(s, k) = a == kUnset ? I(-1) : a;
     }
   }
 };

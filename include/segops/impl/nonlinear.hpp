@@ -156,79 +156,59 @@ struct RmsDoubleBackward {
 
 // ---- max_norm: o_s = max ||x_i||, arg i*; gradient flows through i* only ----
 
-/// Backward: gx_i = g_s x_i / ||x_i|| at i = i*_s (0 if ||x|| = 0), 0 elsewhere.
-/// Double backward (with u): x+_i = (g_s / ||x_i||)(u_i - x^_i p) at i*, p = <x^_i, u_i>.
-template <class GX, class T, class S, class I, bool Double>
-struct MaxNormElement {
+/// The backward orders of max_norm, per segment, once the element output is zeroed (the gradient
+/// reaches one element per segment: zeroing all and writing that one row beats a select per
+/// element, and with unsorted ids it reads no per-segment row per element). With i = argmax(s)
+/// (trusted to be the forward's: only its range is checked), when ||x_i|| > 0:
+///   backward:        gx_i = g_s x_i / ||x_i||;
+///   double backward: gg_s = p = <x^_i, u_i>, x+_i = (g_s / ||x_i||)(u_i - x^_i p); gg_s = 0
+///   otherwise.
+template <class GX, class T, class S, class I, bool Double, class GG = GX>
+struct MaxNormScatter {
   Mat<GX> gx;
   Mat<const T> x, u;
   Mat<const I> arg;
   Mat<const S> g;
-  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
-    const bool at = s >= 0 && static_cast<index_t>(arg(s)) == i;
-    GX nrm = 0;
+  Mat<GG> gg;  // Double only
+  KOKKOS_FUNCTION void operator()(index_t s) const {
+    using R = decltype(GX() + GG());  // the wider of the two outputs' types
+    const index_t i = static_cast<index_t>(arg(s));
+    const bool at = i >= 0 && i < x.n;
+    R nrm = 0, p = 0;
     if (at) {
-      for (index_t d = 0; d < gx.d; ++d) nrm += static_cast<GX>(x(i, d)) * static_cast<GX>(x(i, d));
+      for (index_t d = 0; d < x.d; ++d) {
+        nrm += static_cast<R>(x(i, d)) * static_cast<R>(x(i, d));
+        if constexpr (Double) p += static_cast<R>(x(i, d)) * static_cast<R>(u(i, d));
+      }
       nrm = Kokkos::sqrt(nrm);
     }
-    if (!at || nrm == GX(0)) {
-      for (index_t d = 0; d < gx.d; ++d) gx(i, d) = GX(0);
-      return;
-    }
-    const GX k = static_cast<GX>(g(s)) / nrm;
+    if constexpr (Double) gg(s) = nrm > R(0) ? static_cast<GG>(p / nrm) : GG(0);
+    if (!(nrm > R(0))) return;
+    const GX k = static_cast<GX>(static_cast<R>(g(s)) / nrm);
     if constexpr (!Double) {
-      for (index_t d = 0; d < gx.d; ++d) gx(i, d) = k * static_cast<GX>(x(i, d));
+      for (index_t d = 0; d < x.d; ++d) gx(i, d) = k * static_cast<GX>(x(i, d));
     } else {
-      GX p = 0;
-      for (index_t d = 0; d < gx.d; ++d)
-        p += static_cast<GX>(x(i, d)) / nrm * static_cast<GX>(u(i, d));
-      for (index_t d = 0; d < gx.d; ++d)
-        gx(i, d) = k * (static_cast<GX>(u(i, d)) - static_cast<GX>(x(i, d)) / nrm * p);
+      const GX xn = static_cast<GX>(R(1) / nrm), ph = static_cast<GX>(p / nrm);
+      for (index_t d = 0; d < x.d; ++d)
+        gx(i, d) = k * (static_cast<GX>(u(i, d)) - static_cast<GX>(x(i, d)) * xn * ph);
     }
-  }
-  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
-  template <class F>
-  KOKKOS_FUNCTION void segment_rows(F&& f) const {
-    f(arg, g);
-  }
-};
-
-/// Double backward, per segment: gg_s = <x^_{i*}, u_{i*}> (0 for an empty segment or ||x|| = 0).
-template <class GG, class T, class I>
-struct MaxNormAdjoint {
-  Mat<GG> gg;
-  Mat<const T> x, u;
-  Mat<const I> arg;
-  KOKKOS_FUNCTION void operator()(index_t s) const {
-    const index_t i = static_cast<index_t>(arg(s));
-    GG nrm = 0, p = 0;
-    if (i >= 0 && i < x.n) {
-      for (index_t d = 0; d < x.d; ++d) {
-        nrm += static_cast<GG>(x(i, d)) * static_cast<GG>(x(i, d));
-        p += static_cast<GG>(x(i, d)) * static_cast<GG>(u(i, d));
-      }
-    }
-    nrm = Kokkos::sqrt(nrm);
-    gg(s) = nrm > GG(0) ? p / nrm : GG(0);
   }
 };
 
 // ---- max, min per component: the gradient goes to the arg element of each component ----
 
-/// Backward: gx(i, d) = g(s, d) where arg(s, d) = i, else 0.
+/// Backward, per segment, once gx is zeroed: gx(a, d) = g(s, d) at a = arg(s, d) (trusted to be
+/// the forward's: only its range is checked; see MaxNormScatter for why).
 template <class GX, class S, class I>
 struct ArgScatter {
   Mat<GX> gx;
   Mat<const S> g;
   Mat<const I> arg;
-  KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
-    for (index_t d = 0; d < gx.d; ++d)
-      gx(i, d) = s >= 0 && static_cast<index_t>(arg(s, d)) == i ? static_cast<GX>(g(s, d)) : GX(0);
-  }
-  /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
-  template <class F>
-  KOKKOS_FUNCTION void segment_rows(F&& f) const {
-    f(g, arg);
+  KOKKOS_FUNCTION void operator()(index_t s) const {
+    for (index_t d = 0; d < gx.d; ++d) {
+      const index_t a = static_cast<index_t>(arg(s, d));
+      if (a >= 0 && a < gx.n) gx(a, d) = static_cast<GX>(g(s, d));
+    }
   }
 };
 
@@ -259,10 +239,46 @@ inline constexpr bool is_arg_view_v = [] {
 template <bool IsMax, bool ZeroIfEmpty, class Exec, class Seg, class V, class I, class Value>
 void reduce_maxloc(const Exec& exec, const Seg& seg, const Value& value, Mat<V> out, Mat<I> arg,
                    index_t w, const char* label) {
-  using R = MaxLocReducer<V, I, Value, decltype(seg.counts()), IsMax, ZeroIfEmpty>;
-  segmented_reduce(exec, seg,
-                   R{value, out, arg, seg.counts(), carry_of<V>(seg), seg.carry_index().data(), w},
-                   label);
+  auto run = [&](auto with_arg) {
+    using R = MaxLocReducer<V, I, Value, decltype(seg.counts()), IsMax, ZeroIfEmpty,
+                            decltype(with_arg)::value>;
+    segmented_reduce(
+        exec, seg, R{value, out, arg, seg.counts(), carry_of<V>(seg), seg.carry_index().data(), w},
+        label);
+  };
+  if (arg.n > 0) {
+    if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
+      const index_t m = seg.num_segments(), parts = Kokkos::max<index_t>(1, exec.concurrency());
+      const auto ws = workspace_of<I>(seg);
+      if (!seg.deterministic() && (parts - 1) * m * w <= ws.room) {
+        run(std::false_type{});  // the values, then their first elements (PrivateArg)
+        using R = MaxLocReducer<V, I, Value, decltype(seg.counts()), IsMax, ZeroIfEmpty, true>;
+        using F = PrivateArg<R, typename Seg::ids_view>;
+        const F f{R{value, out, arg, seg.counts(), nullptr, nullptr, w},
+                  seg.ids(),
+                  ws.data,
+                  seg.num_elements(),
+                  m,
+                  w,
+                  parts};
+        using Static = Kokkos::Schedule<Kokkos::Static>;
+        Kokkos::parallel_for(
+            label,
+            Kokkos::RangePolicy<Exec, typename F::FindTag, Static, Kokkos::IndexType<index_t>>(
+                exec, 0, parts),
+            f);
+        Kokkos::parallel_for(
+            label,
+            Kokkos::RangePolicy<Exec, typename F::CombineTag, Kokkos::IndexType<index_t>>(exec, 0,
+                                                                                          m),
+            f);
+        return;
+      }
+    }
+    run(std::true_type{});
+  } else {
+    run(std::false_type{});
+  }
 }
 
 }  // namespace segops::impl

@@ -72,14 +72,19 @@ struct TileReduce {
       // Otherwise short segments (under 8 positions on average) take a branch-free pass over the
       // positions reading the ids, which beats one loop per segment reading offsets (whose exits
       // mispredict when lengths vary). Only widths the output can have are instantiated.
-      const bool vector_runs = r.vector_runs();
+      constexpr bool can_run = requires { r.vector_runs(); };
+      const bool vector_runs = [&] {
+        if constexpr (can_run)
+          return r.vector_runs();
+        else
+          return false;
+      }();
       if (vector_runs || (s_end - s) * 8 > hi - head_end) {
         auto short_rows = [&](auto width) {
           constexpr int W = decltype(width)::value;
-          if (vector_runs)
-            runs<W>(head_end, hi, s, s_end);
-          else
-            walk<W>(head_end, hi, s, s_end);
+          if constexpr (can_run)
+            if (vector_runs) return runs<W>(head_end, hi, s, s_end);
+          walk<W>(head_end, hi, s, s_end);
         };
         switch (r.width()) {
           case 1:
@@ -145,24 +150,23 @@ struct TileReduce {
   }
   /// Positions [b, hi) hold segments s .. s_end-1 (s starting at b). A running row sum, restarted
   /// where the id changes, is stored to the element's segment at every position, so the last store
-  /// of a segment leaves its sum, added in position order. The range is cut at segment starts into
-  /// kStreams streams walked in lockstep: the running sums are dependency chains, and independent
-  /// chains overlap. Empty segments are zeroed as they are passed; finalize runs afterwards over
-  /// the segments that end inside the tile (one that crosses the tile end is completed and
-  /// finalized by the fixup). The cuts depend only on the ids and the tiling, so results stay
-  /// reproducible.
+  /// of a segment leaves its sum, added in position order (the reducer's walk_step; MaxLocReducer
+  /// instead improves its rows in memory, set to the identity first by walk_init). The range is
+  /// cut at segment starts into kStreams streams walked in lockstep: the running sums are
+  /// dependency chains, and independent chains overlap. Empty segments are zeroed as they are
+  /// passed; finalize runs afterwards over the segments that end inside the tile (one that crosses
+  /// the tile end is completed and finalized by the fixup). The cuts depend only on the ids and
+  /// the tiling, so results stay reproducible.
   static constexpr int kStreams = 4;
   template <int W>
   KOKKOS_FUNCTION void walk(index_t b, index_t hi, index_t s, index_t s_end) const {
-    using Acc = typename R::acc_type;
-    using Bits = std::conditional_t<sizeof(Acc) == 8, std::uint64_t, std::uint32_t>;
-    static_assert(sizeof(Acc) == sizeof(Bits));
     constexpr int K = kStreams;
     const R rl = r;  // locals: the fields stay in registers across the stores
     const Ids id = ids;
+    if constexpr (requires { rl.walk_init(s, s_end); }) rl.walk_init(s, s_end);
     struct Stream {
       index_t prev;
-      Acc acc[W];
+      typename R::template WalkState<W> row;
     };
     index_t q[K + 1];
     Stream st[K];
@@ -181,14 +185,7 @@ struct TileReduce {
     auto step = [&](Stream& x, index_t p) {
       const index_t sp = static_cast<index_t>(id(p));
       if (sp > x.prev + 1) rl.zero_rows(x.prev + 1, sp);  // empty segments (rare: predictable)
-      // keep the running sum where the id repeats, else restart: a bit mask, not a branch (a
-      // ternary compiles to a jump that mispredicts whenever segment lengths vary)
-      const Bits keep = Bits(0) - Bits(sp == x.prev);
-      Acc v[W] = {};
-      rl.template contribution<W>(p, v);
-      for (int j = 0; j < W; ++j)
-        x.acc[j] = v[j] + Kokkos::bit_cast<Acc>(Kokkos::bit_cast<Bits>(x.acc[j]) & keep);
-      rl.template store_row<W>(sp, x.acc);
+      rl.template walk_step<W>(x.row, sp == x.prev, p, sp);
       x.prev = sp;
     };
     index_t common = hi - b;
@@ -250,11 +247,12 @@ struct ElementReduce {
   KOKKOS_FUNCTION void operator()(FinalizeTag, index_t s) const { r.finalize(s); }
 };
 
-/// Host backends, unsorted ids, sums (default mode): part q of P adds the elements
-/// [n q / P, n (q + 1) / P) into its own copy of the output (part 0 into the output itself, the
-/// others into zeroed scratch) with plain adds; a pass over the segments then adds the copies into
-/// the output in part order and finalizes. Branch-free per element, every element read once; the
-/// result depends on P (the thread count), as the default mode allows.
+/// Host backends, unsorted ids, sums (default mode; also max and min without arg): part q of P
+/// adds the elements [n q / P, n (q + 1) / P) into its own copy of the output (part 0 into the
+/// output itself, the others into scratch set to the identity) with plain adds; a pass over the
+/// segments then adds the copies into the output in part order and finalizes. Branch-free per
+/// element, every element read once; the result depends on P (the thread count), as the default
+/// mode allows.
 template <class R, class Ids>
 struct PrivateReduce {
   struct SumTag {};
@@ -270,7 +268,7 @@ struct PrivateReduce {
     const index_t lo = n * q / parts, hi = n * (q + 1) / parts, mm = m, ww = w;
     Acc* rows = q == 0 ? rl.dense_rows() : scratch + (q - 1) * mm * ww;
     if (rows) {
-      for (index_t k = 0; k < mm * ww; ++k) rows[k] = Acc(0);
+      for (index_t k = 0; k < mm * ww; ++k) rows[k] = rl.identity();
       return rl.scatter(rows, id.data(), static_cast<index_t>(id.stride(0)), lo, hi, mm);
     }
     for (index_t s = 0; s < mm; ++s) rl.init(OutSlot{s});  // part 0, output rows not packed
@@ -287,7 +285,7 @@ struct PrivateReduce {
     if (Acc* rows = rl.dense_rows()) {  // packed rows: one flat loop per copy
       for (index_t q = 1; q < parts; ++q) {
         const Acc* copy = scratch + (q - 1) * m * w;
-        for (index_t k = lo * w; k < hi * w; ++k) rows[k] += copy[k];
+        for (index_t k = lo * w; k < hi * w; ++k) rl.merge(rows[k], copy[k]);
       }
     } else {
       for (index_t s = lo; s < hi; ++s)
@@ -309,6 +307,27 @@ struct OwnerReduce {
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t q) const {
     const index_t lo = m * q / parts, hi = m * (q + 1) / parts;
     for (index_t s = lo; s < hi; ++s) r.init(OutSlot{s});
+    if constexpr (requires { R::owner_selects; }) {
+      // Reducers that update by selects (max, min): every element goes through the same
+      // instructions, into a scratch row where another partition owns its segment; the owner
+      // test on random ids would mispredict about every other element with 2 partitions.
+      constexpr index_t kScratch = 16;
+      if (r.width() <= kScratch) {
+        typename R::acc_type vs[kScratch];
+        typename R::index_type is[kScratch];
+        for (index_t k = 0; k < kScratch; ++k) vs[k] = r.identity(), is[k] = 0;
+        auto pass = [&](auto p) {
+          for (index_t i = 0; i < n; ++i) {
+            const index_t s = static_cast<index_t>(ids(i));
+            r.template owner_step<decltype(p)::value>(s >= lo && s < hi, s, i, vs, is);
+          }
+        };
+        pass(std::integral_constant<int, 0>{});
+        if (r.wants_arg()) pass(std::integral_constant<int, 1>{});
+        for (index_t s = lo; s < hi; ++s) r.finalize(s);
+        return;
+      }
+    }
     for (index_t i = 0; i < n; ++i) {
       const index_t s = static_cast<index_t>(ids(i));
       if (s >= lo && s < hi) r.template accumulate<false>(s, i);
@@ -483,6 +502,8 @@ struct SumReducer {
   static constexpr bool has_finalize = Fin::has_finalize;
   static constexpr bool has_arg_pass = false;
   static constexpr bool can_walk = true;
+  static KOKKOS_FUNCTION Acc identity() { return Acc(0); }
+  static KOKKOS_FORCEINLINE_FUNCTION void merge(Acc& a, Acc b) { a += b; }  // PrivateReduce
   static constexpr int max_walk_width = [] {
     if constexpr (requires { Out::static_width; })
       return Out::static_width;
@@ -747,8 +768,26 @@ struct SumReducer {
     else
       fin(s, out, w);
   }
-  // TileReduce::walk: one element's contributions to a row of W accumulators, a row store, and
-  // zero rows for the empty segments [b, e).
+  // TileReduce::walk: the running row, one position's step, and zero rows for the empty segments
+  // [b, e).
+  template <int W>
+  struct WalkState {
+    Acc acc[W];
+  };
+  /// Adds position p's contributions to the running row (restarted unless `same`: the previous
+  /// position is in the same segment s) and stores it to out(s, :). The restart is a bit mask, not
+  /// a branch (a ternary compiles to a jump that mispredicts whenever segment lengths vary).
+  template <int W>
+  KOKKOS_FUNCTION void walk_step(WalkState<W>& x, bool same, index_t p, index_t s) const {
+    using Bits = std::conditional_t<sizeof(Acc) == 8, std::uint64_t, std::uint32_t>;
+    static_assert(sizeof(Acc) == sizeof(Bits));
+    const Bits keep = Bits(0) - Bits(same);
+    Acc v[W] = {};
+    contribution<W>(p, v);
+    for (int j = 0; j < W; ++j)
+      x.acc[j] = v[j] + Kokkos::bit_cast<Acc>(Kokkos::bit_cast<Bits>(x.acc[j]) & keep);
+    store_row<W>(s, x.acc);
+  }
   template <int W>
   KOKKOS_FUNCTION void contribution(index_t e, Acc (&v)[W]) const {
     if constexpr (requires { map.template fixed<W>(e, [](index_t, Acc) {}); })

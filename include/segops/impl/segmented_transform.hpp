@@ -284,11 +284,52 @@ void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const cha
   run(std::false_type{});
 }
 
+/// o = 0 in every element row: packed rows as one flat loop (2 threads zero 1e6 rows of 3 floats
+/// in 0.22 ms, where Kokkos::deep_copy of the rank-2 view took 0.43 ms), other layouts row by row.
+template <class T>
+struct ZeroFlat {
+  T* p;
+  KOKKOS_FUNCTION void operator()(index_t k) const { p[k] = T(0); }
+};
+template <class T>
+struct ZeroRow {
+  Mat<T> o;
+  KOKKOS_FUNCTION void operator()(index_t i) const {
+    for (index_t d = 0; d < o.d; ++d) o(i, d) = T(0);
+  }
+};
+template <class Exec, class T>
+void zero_rows(const Exec& exec, Mat<T> o, const char* label) {
+  using Policy = Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>;
+  if (packed(o))
+    Kokkos::parallel_for(label, Policy(exec, 0, o.n * o.d), ZeroFlat<T>{o.ptr});
+  else
+    Kokkos::parallel_for(label, Policy(exec, 0, o.n), ZeroRow<T>{o});
+}
+
+/// Segments in blocks of Block, the functor copied into a local (as ElementTransform does: a call
+/// per segment reloads its fields after every store through an output pointer; max_backward, rows
+/// of 3 floats, 1e6 elements, L = 3, 2 threads, zeroing and scatter: 1.63 -> 1.44 ms).
+template <class F, index_t Block>
+struct SegmentBlocks {
+  F f;
+  index_t m;
+  KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
+    const F fl = f;
+    const index_t hi = Kokkos::min(m, (blk + 1) * Block);
+    for (index_t s = blk * Block; s < hi; ++s) fl(s);
+  }
+};
+
 /// The per-segment counterpart: f(s) for every segment (gathers from an arg element, say).
 template <class Exec, class Seg, class F>
 void segment_transform(const Exec& exec, const Seg& seg, const F& f, const char* label) {
+  constexpr index_t block = element_block_v<Exec>;
+  const index_t m = seg.num_segments();
   Kokkos::parallel_for(
-      label, Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, seg.num_segments()), f);
+      label,
+      Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (m + block - 1) / block),
+      SegmentBlocks<F, block>{f, m});
 }
 
 /// No scaling of gathered rows.
@@ -304,9 +345,9 @@ struct DividedByCount {
   KOKKOS_FUNCTION index_t operator()(index_t s) const { return counts(s); }
 };
 
-/// o(i, d) = v(s(i), d) [/ scale(s(i))], computed in o's value type. A source with column stride 0
-/// broadcasts one per-segment scalar to every component.
-template <class T, class S, class Scale = Unscaled>
+/// o(i, d) = v(s(i), d) [/ scale(s(i))], computed in o's value type. Splat: v is one scalar per
+/// segment (M), copied to every component (component_sum's backward).
+template <class T, class S, class Scale = Unscaled, bool Splat = false>
 struct GatherRows {
   Mat<T> o;
   Mat<const S> v;
@@ -334,7 +375,7 @@ struct GatherRows {
   template <class K>
   KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t s, K k) const {
     if (s < 0) return for_cols(o.d, [&](index_t d) { o(i, d) = T(0); });
-    for_cols(o.d, [&](index_t d) { o(i, d) = scaled(v(s, d), k); });
+    for_cols(o.d, [&](index_t d) { o(i, d) = scaled(v(s, Splat ? 0 : d), k); });
   }
   template <int W, class K>
   KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t s, K k) const {
@@ -343,12 +384,19 @@ struct GatherRows {
       for (int d = 0; d < W; ++d) op[d] = T(0);
       return;
     }
-    const S* vp = v.ptr + s * W;
-    for (int d = 0; d < W; ++d) op[d] = scaled(vp[d], k);
+    if constexpr (Splat) {
+      const T x = scaled(v.ptr[s * v.s0], k);
+      for (int d = 0; d < W; ++d) op[d] = x;
+    } else {
+      const S* vp = v.ptr + s * W;
+      for (int d = 0; d < W; ++d) op[d] = scaled(vp[d], k);
+    }
   }
   KOKKOS_FORCEINLINE_FUNCTION static T scaled(S x, NoFactor) { return static_cast<T>(x); }
   KOKKOS_FORCEINLINE_FUNCTION static T scaled(S x, T k) { return static_cast<T>(x) * k; }
-  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(o, v); }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    return Splat ? packed_width_of(o) : common_packed_width(o, v);
+  }
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
   template <class F>
   KOKKOS_FUNCTION void segment_rows(F&& f) const {
