@@ -70,7 +70,8 @@ def main():
     print()
     print("Per op at the largest N with Python peers (float, int32, D=3, L=3); GB/s from the op's minimal bytes;")
     print("'x' = how many times faster SegOps is than the best peer (<1: slower)")
-    hdr = (f"{'op':<10}{'ord':<4}{'ids':<9}{'N':>8} {'SegOps':>7} {'copy%':>6}  {'best C++ peer':<26}"
+    opw = max([10] + [len(o) + 1 for o, _ in ops])  # inner_products, component_sum
+    hdr = (f"{'op':<{opw}}{'ord':<4}{'ids':<9}{'N':>8} {'SegOps':>7} {'copy%':>6}  {'best C++ peer':<26}"
            f"{'best Python peer':<31}{'x best':>7}{'x py':>6}")
     print(hdr)
     print("-" * len(hdr))
@@ -95,7 +96,7 @@ def main():
             xp = sg / py["gbps"] if seg and py else None
             c1 = f"{cpp['impl']} {cpp['gbps']:.2f}" if cpp else "-"
             c2 = f"{py['impl']} {py['gbps']:.2f}" if py else "-"
-            print(f"{op:<10}{order:<4}{srt:<9}{n:>8} {fmt(sg):>7} {fmt(seg['copy_fraction'] * 100 if seg else None, 0):>6}"
+            print(f"{op:<{opw}}{order:<4}{srt:<9}{n:>8} {fmt(sg):>7} {fmt(seg['copy_fraction'] * 100 if seg else None, 0):>6}"
                   f"  {c1:<26}{c2:<31}{fmt(xb):>7}{fmt(xp):>6}")
             if seg is None:
                 below.append(f"{op} {order} {srt} N={n}: no SegOps result (missing or wrong, see notes)")
