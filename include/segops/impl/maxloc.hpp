@@ -229,6 +229,9 @@ struct MaxLocReducer {
     }
   }
   static KOKKOS_FORCEINLINE_FUNCTION void merge(V& o, V v) { improve(o, v); }
+  KOKKOS_FUNCTION void set_row(OutSlot d, const V* row) const {
+    for (index_t k = 0; k < w; ++k) out(d.s, k) = row[k];
+  }
   KOKKOS_FUNCTION void add_row(OutSlot d, const V* row) const {
     for (index_t k = 0; k < w; ++k) improve(out(d.s, k), row[k]);
   }
