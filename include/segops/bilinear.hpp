@@ -41,8 +41,7 @@ void segmented_dot_double_backward(const Exec& exec, const Seg& seg, const X& x,
                                    const G& g, const U& u, const V& v, const GG& gg, const XP& xp,
                                    const YP& yp) {
   SEGOPS_OP_CHECKS("segmented_dot_double_backward", (x, y, u, v), (g), (gg), (xp, yp));
-  reduce_map(exec, seg, DotSumMap<value_t<GG>, T, T, T, T>{rd(u), rd(y), rd(v), rd(x)}, wr(gg), 1,
-             op.label);
+  reduce_map(exec, seg, DotSumMap<value_t<GG>, T>{rd(u), rd(y), rd(v), rd(x)}, wr(gg), 1, op.label);
   segmented_transform(
       exec, seg,
       Combinations{combination<value_t<XP>, T, S>(wr(xp), term<T, S>(rd(v), rd(g))),
@@ -60,7 +59,7 @@ void segmented_inner_products(const Exec& exec, const Seg& seg, const X& x, cons
   SEGOPS_SAME_TYPE("segmented_inner_products", xy, xx);
   SEGOPS_SAME_TYPE("segmented_inner_products", xy, yy);
   using Acc = value_t<XY>;
-  reduce_map(exec, seg, InnerProductsMap<Acc, T, T>{rd(x), rd(y)},
+  reduce_map(exec, seg, InnerProductsMap<Acc, T>{rd(x), rd(y)},
              OutTuple<Acc, 3>{{wr(xy), wr(xx), wr(yy)}}, 3, op.label);
 }
 /// gx_i = gxy_s y_i + 2 gxx_s x_i, gy_i = gxy_s x_i + 2 gyy_s y_i (one pass).
@@ -94,7 +93,7 @@ void segmented_inner_products_double_backward(const Exec& exec, const Seg& seg, 
   SEGOPS_SAME_TYPE("segmented_inner_products_double_backward", ggxy, ggxx);
   SEGOPS_SAME_TYPE("segmented_inner_products_double_backward", ggxy, ggyy);
   using Acc = value_t<GGXY>;
-  reduce_map(exec, seg, InnerProductsAdjointMap<Acc, T, T, T, T>{rd(x), rd(y), rd(u), rd(v)},
+  reduce_map(exec, seg, InnerProductsAdjointMap<Acc, T>{rd(x), rd(y), rd(u), rd(v)},
              OutTuple<Acc, 3>{{wr(ggxy), wr(ggxx), wr(ggyy)}}, 3, op.label);
   segmented_transform(
       exec, seg,
@@ -211,8 +210,8 @@ void segmented_axpby_backward(const Exec& exec, const Seg& seg, const A& a, cons
       Combinations{combination<value_t<GX>, T, S>(wr(gx), term<T, S>(rd(g), rd(a))),
                    combination<value_t<GY>, T, S>(wr(gy), term<T, S>(rd(g), rd(b)))},
       op.label);
-  reduce_map(exec, seg, TwoDotsMap<Acc, T, T, T, T>{rd(x), rd(g), rd(y), rd(g)},
-             OutTuple<Acc, 2>{{wr(ga), wr(gb)}}, 2, op.label);
+  reduce_map(exec, seg, TwoDotsMap<Acc, T>{rd(x), rd(g), rd(y)}, OutTuple<Acc, 2>{{wr(ga), wr(gb)}},
+             2, op.label);
 }
 /// ux, uy, wa, wb: cotangents of gx, gy, ga, gb. gg_i = a_s ux_i + b_s uy_i + wa_s x_i + wb_s y_i;
 /// x+_i = wa_s g_i; y+_i = wb_s g_i; a+_s = sum <ux_i, g_i>; b+_s = sum <uy_i, g_i>.
@@ -235,7 +234,7 @@ void segmented_axpby_double_backward(const Exec& exec, const Seg& seg, const A& 
                    Combinations{combination<value_t<XP>, T, S>(wr(xp), term<T, S>(rd(g), rd(wa))),
                                 combination<value_t<YP>, T, S>(wr(yp), term<T, S>(rd(g), rd(wb)))}},
       op.label);
-  reduce_map(exec, seg, TwoDotsMap<Acc, T, T, T, T>{rd(ux), rd(g), rd(uy), rd(g)},
+  reduce_map(exec, seg, TwoDotsMap<Acc, T>{rd(ux), rd(g), rd(uy)},
              OutTuple<Acc, 2>{{wr(ap), wr(bp)}}, 2, op.label);
 }
 

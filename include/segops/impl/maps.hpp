@@ -48,66 +48,131 @@ struct DotMap {
   }
 };
 
-/// f(0, <a_e, b_e> + <c_e, d_e>)
-template <class Acc, class A, class B, class C, class D>
-struct DotSumMap {
+/// Pair of a DotsMap: F <v_A, v_B> added to accumulator K.
+template <int K, int A, int B, int F = 1>
+struct Dot {
+  enum : int { k = K, a = A, b = B, f = F };  // values, not variables (no device definition)
+};
+
+/// Sums of dot products of the element rows of NV views of one value type: accumulator k adds
+/// F <v_A, v_B> for each pair Dot<k, A, B, F>, in pair order, each product sum formed column by
+/// column (as row_dot). Every multi-product reduction of the bilinear family is one of these
+/// (aliases below). Packed rows get constant strides (packed_row: PrivateReduce, the staged rows
+/// of the deterministic option) and, for sorted segments, each pair's products summed as one flat
+/// run (run_sums, as DotMap's flat_run); the rows of a generic walk re-read their strides and
+/// widths at every element.
+template <class Acc, class T, int NV, class... Pairs>
+struct DotsMap {
+  static constexpr int kWidth = [] {
+    int w = 0;
+    ((w = Pairs::k + 1 > w ? Pairs::k + 1 : w), ...);
+    return w;
+  }();
+  Kokkos::Array<Mat<const T>, NV> v;
+
   KOKKOS_FUNCTION index_t gather_bytes() const {  // SumReducer::stage
-    return a.d * index_t(sizeof(A) + sizeof(B) + sizeof(C) + sizeof(D));
+    return NV * v[0].d * index_t(sizeof(T));
   }
-  Mat<const A> a;
-  Mat<const B> b;
-  Mat<const C> c;
-  Mat<const D> d;
   template <class F>
   KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
-    f(0, row_dot<Acc>(a, b, e) + row_dot<Acc>(c, d, e));
+    sums([&](auto p) { return row_dot<Acc>(v[decltype(p)::a], v[decltype(p)::b], e); }, f);
+  }
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const {
+    for (int j = 0; j < NV; ++j) prefetch_rows(e, v[j]);
+  }
+  KOKKOS_FUNCTION index_t packed_width() const {
+    const index_t w = packed_width_of(v[0]);
+    for (int j = 1; j < NV; ++j)
+      if (packed_width_of(v[j]) != w) return 0;
+    return w;
+  }
+  template <int W, class F>  // where packed_width() == W: the same sums, constant strides
+  KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
+    sums(
+        [&](auto p) {
+          const T* pa = v[decltype(p)::a].ptr + e * W;
+          const T* pb = v[decltype(p)::b].ptr + e * W;
+          Acc r = 0;
+          for (int d = 0; d < W; ++d) r += static_cast<Acc>(pa[d]) * static_cast<Acc>(pb[d]);
+          return r;
+        },
+        f);
+  }
+  /// Sorted segments over packed rows, summed as runs (SumReducer::run_row).
+  KOKKOS_FUNCTION bool packed_runs() const {
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (DotRun<Acc, T, T>::vectors) return packed_width() > 0;
+#endif
+    return false;
+  }
+  /// a = the accumulators of elements [b, e) (where packed_runs()). A run that fits the masked
+  /// vectors (a short segment) is summed pair by pair, its rows read again from L1; a longer one in
+  /// one pass over its elements, so that a long segment's rows are read from memory once.
+  template <int W, int NVec>
+  KOKKOS_FUNCTION void run_sums(index_t b, index_t e, Acc (&a)[W]) const {
+    for (int k = 0; k < W; ++k) a[k] = Acc(0);
+    if constexpr (W == kWidth) {
+      const index_t d = v[0].d, len = (e - b) * d;
+      index_t room = v[0].n;
+      for (int j = 1; j < NV; ++j) room = Kokkos::min(room, v[j].n);
+      room = (room - b) * d;
+#ifdef SEGOPS_HOST_VECTORS
+      constexpr index_t K = NVec * index_t(16 / sizeof(Acc));
+      if (len <= K && room >= K) {
+        auto pair = [&](auto p) {
+          const auto run =
+              flat(DotRun<Acc, T, T>{v[decltype(p)::a].ptr + b * d, v[decltype(p)::b].ptr + b * d},
+                   len, room);
+          const Acc r = run_sum<Acc, NVec>(run);
+          if constexpr (decltype(p)::f == 1)
+            a[decltype(p)::k] += r;
+          else
+            a[decltype(p)::k] += Acc(decltype(p)::f) * r;
+        };
+        (pair(Pairs{}), ...);
+        return;
+      }
+#endif
+      auto rows = [&](const auto& row) {
+        for (index_t q = b; q < e; ++q) row(q, [&](int k, Acc x) { a[k] += x; });
+      };
+      if (!with_packed_width(d, [&](auto pw) {
+            rows([&](index_t q, auto&& f) { packed_row<decltype(pw)::value>(q, f); });
+          }))
+        rows([&](index_t q, auto&& f) { (*this)(q, f); });
+    }
+  }
+
+ private:
+  /// f(k, accumulator k) for each k, from dot(p) = <v_A, v_B> of each pair p.
+  template <class Dots, class F>
+  KOKKOS_FORCEINLINE_FUNCTION void sums(const Dots& dot, F&& f) const {
+    Acc acc[kWidth] = {};
+    auto add = [&](auto p) {
+      if constexpr (decltype(p)::f == 1)
+        acc[decltype(p)::k] += dot(p);
+      else
+        acc[decltype(p)::k] += Acc(decltype(p)::f) * dot(p);
+    };
+    (add(Pairs{}), ...);
+    for (int k = 0; k < kWidth; ++k) f(k, acc[k]);
   }
 };
 
-/// f(0, <a_e, b_e>), f(1, <c_e, d_e>)
-template <class Acc, class A, class B, class C, class D>
-struct TwoDotsMap {
-  KOKKOS_FUNCTION index_t gather_bytes() const {  // SumReducer::stage
-    return a.d * index_t(sizeof(A) + sizeof(B) + sizeof(C) + sizeof(D));
-  }
-  Mat<const A> a;
-  Mat<const B> b;
-  Mat<const C> c;
-  Mat<const D> d;
-  template <class F>
-  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
-    f(0, row_dot<Acc>(a, b, e));
-    f(1, row_dot<Acc>(c, d, e));
-  }
-};
-
-/// f(0, <x,y>), f(1, <x,x>), f(2, <y,y>): the three inner products in one pass.
-template <class Acc, class X, class Y>
-struct InnerProductsMap {
-  Mat<const X> x;
-  Mat<const Y> y;
-  template <class F>
-  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
-    f(0, row_dot<Acc>(x, y, e));
-    f(1, row_dot<Acc>(x, x, e));
-    f(2, row_dot<Acc>(y, y, e));
-  }
-};
-
-/// inner_products' double backward: f(0, <u,y>+<v,x>), f(1, 2<u,x>), f(2, 2<v,y>).
-template <class Acc, class X, class Y, class U, class V>
-struct InnerProductsAdjointMap {
-  Mat<const X> x;
-  Mat<const Y> y;
-  Mat<const U> u;
-  Mat<const V> v;
-  template <class F>
-  KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
-    f(0, row_dot<Acc>(u, y, e) + row_dot<Acc>(v, x, e));
-    f(1, Acc(2) * row_dot<Acc>(u, x, e));
-    f(2, Acc(2) * row_dot<Acc>(v, y, e));
-  }
-};
+/// dot's double backward: f(0, <u,y> + <v,x>), views {u, y, v, x}.
+template <class Acc, class T>
+using DotSumMap = DotsMap<Acc, T, 4, Dot<0, 0, 1>, Dot<0, 2, 3>>;
+/// axpby's backward orders: f(0, <x,g>), f(1, <y,g>), views {x, g, y}.
+template <class Acc, class T>
+using TwoDotsMap = DotsMap<Acc, T, 3, Dot<0, 0, 1>, Dot<1, 2, 1>>;
+/// inner_products: f(0, <x,y>), f(1, <x,x>), f(2, <y,y>), views {x, y}.
+template <class Acc, class T>
+using InnerProductsMap = DotsMap<Acc, T, 2, Dot<0, 0, 1>, Dot<1, 0, 0>, Dot<2, 1, 1>>;
+/// inner_products' double backward: f(0, <u,y> + <v,x>), f(1, 2<u,x>), f(2, 2<v,y>), views
+/// {x, y, u, v}.
+template <class Acc, class T>
+using InnerProductsAdjointMap =
+    DotsMap<Acc, T, 4, Dot<0, 2, 1>, Dot<0, 3, 0>, Dot<1, 2, 0, 2>, Dot<2, 3, 1, 2>>;
 
 /// f(r * C + c, a(e, r) * b(e, c)): the outer product a_e b_e^T, flattened row-major.
 template <class Acc, class A, class B>

@@ -524,6 +524,16 @@ struct SumReducer {
       return 4;
   }();
   static constexpr int kLocal = 16;  // rows up to this width (3x3 matrices too) accumulate locally
+  /// Whether the map can have W accumulators: a map of a fixed width (Map::kWidth) has only that
+  /// one. The loops instantiated for the other widths are never run, and are left empty (they
+  /// would index past their rows).
+  template <int W>
+  static constexpr bool map_width = [] {
+    if constexpr (requires { Map::kWidth; })
+      return Map::kWidth == W;
+    else
+      return true;
+  }();
   Map map;
   Out out;
   Fin fin;
@@ -578,6 +588,8 @@ struct SumReducer {
       a[0] = run_sum<Acc, NV>(map.flat_run(b, e));
     else if constexpr (W > 1 && requires { map.vector_rows(); })
       map.template rows_sum<W>(b, e, a);
+    else if constexpr (requires { map.template run_sums<W, NV>(b, e, a); })
+      map.template run_sums<W, NV>(b, e, a);
     else
       for (int k = 0; k < W; ++k) a[k] = Acc(0);
   }
@@ -677,11 +689,13 @@ struct SumReducer {
       return false;
   }
   /// Sorted segments that the map sums as contiguous runs with host vectors: one accumulator over
-  /// contiguous elements, or packed rows of 2 to 4 that fit a vector.
+  /// contiguous elements, packed rows of 2 to 4 that fit a vector, or dot products of packed rows
+  /// (DotsMap::run_sums).
   KOKKOS_FUNCTION bool vector_runs() const {
 #ifdef SEGOPS_HOST_VECTORS
     if constexpr (requires { map.vector_rows(); })
       if (map.vector_rows()) return true;
+    if constexpr (requires { map.packed_runs(); }) return map.packed_runs();
     if constexpr (requires { map.contiguous(); }) return w == 1 && map.contiguous();
 #endif
     return false;
@@ -707,6 +721,7 @@ struct SumReducer {
   }
   template <int W, class Slot, class Elem>
   KOKKOS_FUNCTION void reduce_fixed(Slot d, const Elem& elem, index_t b, index_t e) const {
+    if constexpr (!map_width<W>) return;
     Acc a[W] = {};
     if constexpr (std::is_same_v<Elem, IdentityElem> && requires { map.vector_rows(); }) {
       if (map.vector_rows()) {  // sorted positions over packed rows
@@ -803,7 +818,9 @@ struct SumReducer {
   }
   template <int W>
   KOKKOS_FUNCTION void contribution(index_t e, Acc (&v)[W]) const {
-    if constexpr (requires { map.template fixed<W>(e, [](index_t, Acc) {}); })
+    if constexpr (!map_width<W>)
+      return;
+    else if constexpr (requires { map.template fixed<W>(e, [](index_t, Acc) {}); })
       map.template fixed<W>(e, [&](index_t k, Acc x) { v[k] += x; });
     else
       map(e, [&](index_t k, Acc x) { v[k] += x; });
@@ -842,13 +859,23 @@ struct SumReducer {
       }
     };
     using One = std::integral_constant<int, 1>;
+    using Two = std::integral_constant<int, 2>;
     if constexpr (requires { mp.packed_width(); }) {
       auto packed_rows = [&](auto width) {  // constant strides (with_packed_width)
-        each(One{}, [&](index_t e, Acc(&v)[1]) {
-          mp.template packed_row<decltype(width)::value>(e, [&](int, Acc x) { v[0] += x; });
-        });
+        constexpr int PW = decltype(width)::value;
+        auto of = [&](auto accs) {
+          constexpr int A = decltype(accs)::value;
+          if constexpr (map_width<A>)
+            each(accs, [&](index_t e, Acc(&v)[A]) {
+              mp.template packed_row<PW>(e, [&](int k, Acc x) { v[k] += x; });
+            });
+        };
+        if (w == 1)
+          of(One{});
+        else
+          of(Two{});
       };
-      if (w == 1 && with_packed_width(mp.packed_width(), packed_rows)) return;
+      if (with_packed_width(mp.packed_width(), packed_rows)) return;
     }
     auto rows_of = [&](auto width) {
       constexpr int W = decltype(width)::value;
@@ -857,7 +884,7 @@ struct SumReducer {
     if (w == 1)
       rows_of(One{});
     else
-      rows_of(std::integral_constant<int, 2>{});
+      rows_of(Two{});
   }
   /// This reduction over the rows stage() computed for elements [0, n).
   auto staged(const Acc* rows, index_t n) const {
