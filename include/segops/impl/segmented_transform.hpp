@@ -91,12 +91,14 @@ struct ElementTransform {
       if (with_packed_width(fl.packed_width(), [&](auto w) {
             constexpr int W = decltype(w)::value;
             rows(
-                blk, fl, [&](index_t i, index_t s) { fl.template packed<W>(i, s); },
-                [&](index_t i, index_t s, const auto& c) { apply_coeffs<W>(fl, i, s, c); });
+                blk, fl, [&](index_t i, index_t s) SEGOPS_INLINE { fl.template packed<W>(i, s); },
+                [&](index_t i, index_t s, const auto& c)
+                    SEGOPS_INLINE { apply_coeffs<W>(fl, i, s, c); });
           }))
         return;
     }
-    rows(blk, fl, fl, [&](index_t i, index_t s, const auto& c) { apply_coeffs<0>(fl, i, s, c); });
+    rows(blk, fl, fl,
+         [&](index_t i, index_t s, const auto& c) SEGOPS_INLINE { apply_coeffs<0>(fl, i, s, c); });
   }
   /// g(i, s(i)) over the block, s = -1 for a dropped id (fl: the functor, for its segment rows;
   /// h: g with the segment's coefficients given).
@@ -139,7 +141,7 @@ struct ElementTransform {
     // elements will read.
     auto elements = [&](const auto& each, const auto& ahead_rows, auto prefetches) {
       auto run = [&](auto unit, auto prefetching) {
-        auto id_at = [&](index_t i) {
+        auto id_at = [&](index_t i) SEGOPS_INLINE {
           return static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
         };
         for (index_t i = lo; i < hi; ++i) {
@@ -166,11 +168,11 @@ struct ElementTransform {
     if constexpr (Staged) {
       const Coeffs* c = staged;  // unsorted ids: each segment's coefficients computed before
       elements(
-          [&](index_t i, index_t s) {
+          [&](index_t i, index_t s) SEGOPS_INLINE {
             if (s < 0) return g(i, s);  // dropped ids: rare, predictable
             h(i, s, c[s]);
           },
-          [&](index_t t) {
+          [&](index_t t) SEGOPS_INLINE {
             prefetch(c + t);
             if constexpr (sizeof(Coeffs) > 8)  // may straddle two lines
               prefetch(reinterpret_cast<const char*>(c + t + 1) - 1);
@@ -179,7 +181,9 @@ struct ElementTransform {
           std::true_type{});
     } else if constexpr (NamesSegmentRows<F>) {
       elements(
-          g, [&](index_t t) { fl.segment_rows([&](const auto&... v) { prefetch_rows(t, v...); }); },
+          g,
+          [&](index_t t)
+              SEGOPS_INLINE { fl.segment_rows([&](const auto&... v) { prefetch_rows(t, v...); }); },
           std::true_type{});
     } else {
       elements(
