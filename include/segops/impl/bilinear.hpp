@@ -54,7 +54,7 @@ struct Combination {
     return k;
   }
   KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t, const Coeffs& k) const {
-    for_cols(o.d, [&](index_t d) {
+    for_cols(o.d, [&](index_t d) SEGOPS_INLINE {
       O r = k[0] * static_cast<O>(t[0](i, d));
       for (int j = 1; j < K; ++j) r += k[j] * static_cast<O>(t[j](i, d));
       o(i, d) = r;
@@ -236,7 +236,7 @@ struct AxpyInPlace {
   Mat<const S> a;
   KOKKOS_FUNCTION void operator()(index_t i, index_t s) const {
     const Y k = seg_value<Y>(a, s);
-    for_cols(y.d, [&](index_t d) { y(i, d) += k * static_cast<Y>(x(i, d)); });
+    for_cols(y.d, [&](index_t d) SEGOPS_INLINE { y(i, d) += k * static_cast<Y>(x(i, d)); });
   }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(y, x); }
   template <int W>  // where packed_width() == W: the width and strides as constants

@@ -68,7 +68,7 @@ struct ScaledRows {
   Mat<T> w;
   KOKKOS_FUNCTION void operator()(index_t s) const {
     const T k = g.coeffs(s);
-    for_cols(w.d, [&](index_t d) { w(s, d) = G::scaled(g.v(s, d), k); });
+    for_cols(w.d, [&](index_t d) SEGOPS_INLINE { w(s, d) = G::scaled(g.v(s, d), k); });
   }
 };
 

@@ -12,7 +12,8 @@ namespace segops::impl {
 template <class Acc, class A, class B>
 KOKKOS_FUNCTION Acc row_dot(const Mat<const A>& a, const Mat<const B>& b, index_t e) {
   Acc r = 0;
-  for_cols(a.d, [&](index_t d) { r += static_cast<Acc>(a(e, d)) * static_cast<Acc>(b(e, d)); });
+  for_cols(a.d, [&](index_t d)
+                    SEGOPS_INLINE { r += static_cast<Acc>(a(e, d)) * static_cast<Acc>(b(e, d)); });
   return r;
 }
 

@@ -54,7 +54,7 @@ struct RmsBackward {
     return s < 0 ? GX(0) : static_cast<GX>(g(s)) * rms_n<GX>(o, counts, s);
   }
   KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t, GX k) const {
-    for_cols(gx.d, [&](index_t d) { gx(i, d) = k * static_cast<GX>(x(i, d)); });
+    for_cols(gx.d, [&](index_t d) SEGOPS_INLINE { gx(i, d) = k * static_cast<GX>(x(i, d)); });
   }
   KOKKOS_FORCEINLINE_FUNCTION void operator()(index_t i, index_t s) const {
     apply(i, s, coeffs(s));
@@ -125,7 +125,7 @@ struct RmsDoubleBackward {
     return {static_cast<XP>(g(s)) * n, n * static_cast<XP>(counts(s)) * static_cast<XP>(gg(s))};
   }
   KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t, const Coeffs& c) const {
-    for_cols(xp.d, [&](index_t d) {
+    for_cols(xp.d, [&](index_t d) SEGOPS_INLINE {
       xp(i, d) = c.k * (static_cast<XP>(u(i, d)) - c.l * static_cast<XP>(x(i, d)));
     });
   }

@@ -478,7 +478,7 @@ struct RowMap {
   Mat<const T> x;
   template <class F>
   KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
-    for_cols(x.d, [&](index_t d) { f(d, static_cast<Acc>(x(e, d))); });
+    for_cols(x.d, [&](index_t d) SEGOPS_INLINE { f(d, static_cast<Acc>(x(e, d))); });
   }
   template <int W, class F>  // x.d == W known at compile time: unrolled, accumulators in registers
   KOKKOS_FUNCTION void fixed(index_t e, F&& f) const {

@@ -378,8 +378,8 @@ struct GatherRows {
   /// o(i, :) = v(s, :) [* k]; zeros for a dropped element (s < 0).
   template <class K>
   KOKKOS_FORCEINLINE_FUNCTION void apply(index_t i, index_t s, K k) const {
-    if (s < 0) return for_cols(o.d, [&](index_t d) { o(i, d) = T(0); });
-    for_cols(o.d, [&](index_t d) { o(i, d) = scaled(v(s, Splat ? 0 : d), k); });
+    if (s < 0) return for_cols(o.d, [&](index_t d) SEGOPS_INLINE { o(i, d) = T(0); });
+    for_cols(o.d, [&](index_t d) SEGOPS_INLINE { o(i, d) = scaled(v(s, Splat ? 0 : d), k); });
   }
   template <int W, class K>
   KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t s, K k) const {
