@@ -183,15 +183,14 @@ struct MaxLocReducer {
         I& a = arg(s, j);
         a = select(better<V, IsMax>(v, o) | (a == kUnset), static_cast<I>(p), a);
       }
-      V m = IsMax ? (v > o ? v : o) : (v < o ? v : o);  // maxss/minss: ties keep o
-      if ((v != v) & (o == o)) m = v;                   // the first NaN wins (rare)
-      o = m;
+      improve(o, v);
     }
   }
   KOKKOS_FUNCTION void zero_rows(index_t b, index_t e) const {
     for (index_t s = b; s < e; ++s) init(OutSlot{s});
   }
-  /// o = the better of o and v: a max or min instruction (ties keep o) and the first NaN.
+  /// o = the better of o and v: a max or min instruction (ties keep o) and the first NaN; the
+  /// value select(better(v, o), v, o) gives, without the integer unit.
   static KOKKOS_FORCEINLINE_FUNCTION void improve(V& o, V v) {
     V m = IsMax ? (v > o ? v : o) : (v < o ? v : o);
     if ((v != v) & (o == o)) m = v;  // rare
@@ -260,12 +259,10 @@ struct MaxLocReducer {
   KOKKOS_FUNCTION void accumulate(index_t s, index_t i) const {
     for (index_t k = 0; k < w; ++k) {
       const V v = value(i, k);
-      if constexpr (Atomic) {
+      if constexpr (Atomic)
         atomic_improve<V, IsMax>(&out(s, k), v);
-      } else {
-        V& o = out(s, k);
-        o = select(better<V, IsMax>(v, o), v, o);
-      }
+      else
+        improve(out(s, k), v);
     }
   }
   template <bool Atomic>
@@ -291,7 +288,7 @@ struct MaxLocReducer {
       const V v = value(i, k);
       V& o = own ? out(t, k) : vs[k];
       if constexpr (Pass == 0) {
-        o = select(better<V, IsMax>(v, o), v, o);
+        improve(o, v);
       } else {
         I& a = own ? arg(t, k) : is[k];
         a = select(same_bits(v, o) & (static_cast<I>(i) < a), static_cast<I>(i), a);
