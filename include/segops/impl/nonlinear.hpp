@@ -210,6 +210,14 @@ struct ArgScatter {
       if (a >= 0 && a < gx.n) gx(a, d) = static_cast<GX>(g(s, d));
     }
   }
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, g, arg); }
+  template <int W>  // where packed_width() == W (segment_transform): constant strides
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t s) const {
+    for (int d = 0; d < W; ++d) {
+      const index_t a = static_cast<index_t>(arg.ptr[s * W + d]);
+      if (a >= 0 && a < gx.n) gx.ptr[a * W + d] = static_cast<GX>(g.ptr[s * W + d]);
+    }
+  }
 };
 
 /// Double backward: gg(s, d) = u(arg(s, d), d), 0 for an empty segment.
@@ -222,6 +230,14 @@ struct ArgGather {
     for (index_t d = 0; d < gg.d; ++d) {
       const index_t i = static_cast<index_t>(arg(s, d));
       gg(s, d) = i >= 0 && i < u.n ? static_cast<GG>(u(i, d)) : GG(0);
+    }
+  }
+  KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gg, u, arg); }
+  template <int W>  // where packed_width() == W (segment_transform): constant strides
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t s) const {
+    for (int d = 0; d < W; ++d) {
+      const index_t i = static_cast<index_t>(arg.ptr[s * W + d]);
+      gg.ptr[s * W + d] = i >= 0 && i < u.n ? static_cast<GG>(u.ptr[i * W + d]) : GG(0);
     }
   }
 };

@@ -113,6 +113,17 @@ struct ElementTransform {
           if (offsets(s) > lo) --s;  // the segment holding lo
           for (index_t b = lo; b < hi; ++s) {
             const index_t e = Kokkos::min(offsets(s + 1), hi);
+            // Functors that name their coefficients get them once per segment, in registers: the
+            // compiler cannot keep what g(i, s) reloads past the stores (they may alias), nor
+            // vectorise a loop that reloads it (dot_backward, 2^25 single floats, L = 1000).
+            if constexpr (StagesCoefficients<F>) {
+              if (s >= 0 && e > b) {
+                const Coeffs c = fl.coeffs(s);
+                for (index_t i = b; i < e; ++i) h(i, s, c);
+                b = e;
+                continue;
+              }
+            }
             for (index_t i = b; i < e; ++i) g(i, s);
             b = e;
           }
@@ -313,15 +324,23 @@ void zero_rows(const Exec& exec, Mat<T> o, const char* label) {
 
 /// Segments in blocks of Block, the functor copied into a local (as ElementTransform does: a call
 /// per segment reloads its fields after every store through an output pointer; max_backward, rows
-/// of 3 floats, 1e6 elements, L = 3, 2 threads, zeroing and scatter: 1.63 -> 1.44 ms).
+/// of 3 floats, 1e6 elements, L = 3, 2 threads, zeroing and scatter: 1.63 -> 1.44 ms). A functor
+/// with packed_width() and packed<W>(s) gets the width and strides as constants where its rows are
+/// packed (host blocks), as ElementTransform's do.
 template <class F, index_t Block>
 struct SegmentBlocks {
   F f;
   index_t m;
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
     const F fl = f;
-    const index_t hi = Kokkos::min(m, (blk + 1) * Block);
-    for (index_t s = blk * Block; s < hi; ++s) fl(s);
+    const index_t lo = blk * Block, hi = Kokkos::min(m, lo + Block);
+    if constexpr (Block > 1 && requires { fl.packed_width(); }) {
+      if (with_packed_width(fl.packed_width(), [&](auto w) {
+            for (index_t s = lo; s < hi; ++s) fl.template packed<decltype(w)::value>(s);
+          }))
+        return;
+    }
+    for (index_t s = lo; s < hi; ++s) fl(s);
   }
 };
 
