@@ -567,14 +567,18 @@ class JaxPeer:
 
     def impls(self, c, ins):
         jax, jnp = self.jax, self.jnp
-        idx = jnp.asarray(c.ids)
         m, op, order, srt = c.m, c.op, c.order, c.sorted
         cntf = jnp.asarray(np.maximum(c.cnt, 1).astype(c.dtype))
 
-        def segsum(v):
-            return jax.ops.segment_sum(v, idx, num_segments=m, indices_are_sorted=srt)
-
+        # The ids are an argument of every jitted function ("_ids" among the operands), as a user
+        # passes them: captured in the closure they were a compile-time constant, and XLA folded
+        # count's whole result at compile time (its timed call then did no work).
         def forward(op, a):
+            idx = a["_ids"]
+
+            def segsum(v):
+                return jax.ops.segment_sum(v, idx, num_segments=m, indices_are_sorted=srt)
+
             if op == "sum":
                 return segsum(a["x"])
             if op == "mean":
@@ -614,6 +618,7 @@ class JaxPeer:
             raise KeyError(op)
 
         fa = {k: jnp.asarray(v) for k, v in fwd_arrays(c, ins).items()}
+        fa["_ids"] = jnp.asarray(c.ids)
         names = list(fa)
         if order == "fwd":
             name = {"broadcast": "jax_take", "mul": "jax_take", "matvec": "jax_take", "axpby": "jax_take",
