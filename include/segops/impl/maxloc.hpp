@@ -62,6 +62,12 @@ struct RowNorm {
   Mat<const T> x;
   KOKKOS_FUNCTION V operator()(index_t e, index_t) const {
     if (x.d == 1) return Kokkos::abs(static_cast<V>(x(e, 0)));
+    if (x.d == 3 && packed(x)) {  // packed 3-vectors (the MD case): the same sum, constant strides
+      const T* p = x.ptr + e * 3;
+      V r = 0;
+      for (int d = 0; d < 3; ++d) r += static_cast<V>(p[d]) * static_cast<V>(p[d]);
+      return Kokkos::sqrt(r);
+    }
     V r = 0;
     for (index_t d = 0; d < x.d; ++d) r += static_cast<V>(x(e, d)) * static_cast<V>(x(e, d));
     return Kokkos::sqrt(r);

@@ -170,15 +170,29 @@ struct MaxNormScatter {
   Mat<const I> arg;
   Mat<const S> g;
   Mat<GG> gg;  // Double only
-  KOKKOS_FUNCTION void operator()(index_t s) const {
+  KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, x.d); }
+  /// Element rows packed (segment_transform, where packed_width() == W): constant strides.
+  KOKKOS_FUNCTION index_t packed_width() const {
+    if constexpr (Double)
+      return common_packed_width(gx, x, u);
+    else
+      return common_packed_width(gx, x);
+  }
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t s) const {
+    row(s, PackedAt<W>{}, std::integral_constant<index_t, W>{});
+  }
+  /// Segment s, with element (r, d) of a view m read as at(m, r, d) and rows dw wide.
+  template <class At, class Width>
+  KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
     using R = decltype(GX() + GG());  // the wider of the two outputs' types
     const index_t i = static_cast<index_t>(arg(s));
-    const bool at = i >= 0 && i < x.n;
+    const bool in = i >= 0 && i < x.n;
     R nrm = 0, p = 0;
-    if (at) {
-      for (index_t d = 0; d < x.d; ++d) {
-        nrm += static_cast<R>(x(i, d)) * static_cast<R>(x(i, d));
-        if constexpr (Double) p += static_cast<R>(x(i, d)) * static_cast<R>(u(i, d));
+    if (in) {
+      for (index_t d = 0; d < dw; ++d) {
+        nrm += static_cast<R>(at(x, i, d)) * static_cast<R>(at(x, i, d));
+        if constexpr (Double) p += static_cast<R>(at(x, i, d)) * static_cast<R>(at(u, i, d));
       }
       nrm = Kokkos::sqrt(nrm);
     }
@@ -186,11 +200,11 @@ struct MaxNormScatter {
     if (!(nrm > R(0))) return;
     const GX k = static_cast<GX>(static_cast<R>(g(s)) / nrm);
     if constexpr (!Double) {
-      for (index_t d = 0; d < x.d; ++d) gx(i, d) = k * static_cast<GX>(x(i, d));
+      for (index_t d = 0; d < dw; ++d) at(gx, i, d) = k * static_cast<GX>(at(x, i, d));
     } else {
       const GX xn = static_cast<GX>(R(1) / nrm), ph = static_cast<GX>(p / nrm);
-      for (index_t d = 0; d < x.d; ++d)
-        gx(i, d) = k * (static_cast<GX>(u(i, d)) - static_cast<GX>(x(i, d)) * xn * ph);
+      for (index_t d = 0; d < dw; ++d)
+        at(gx, i, d) = k * (static_cast<GX>(at(u, i, d)) - static_cast<GX>(at(x, i, d)) * xn * ph);
     }
   }
 };
@@ -204,18 +218,17 @@ struct ArgScatter {
   Mat<GX> gx;
   Mat<const S> g;
   Mat<const I> arg;
-  KOKKOS_FUNCTION void operator()(index_t s) const {
-    for (index_t d = 0; d < gx.d; ++d) {
-      const index_t a = static_cast<index_t>(arg(s, d));
-      if (a >= 0 && a < gx.n) gx(a, d) = static_cast<GX>(g(s, d));
-    }
-  }
+  KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, gx.d); }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, g, arg); }
   template <int W>  // where packed_width() == W (segment_transform): constant strides
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t s) const {
-    for (int d = 0; d < W; ++d) {
-      const index_t a = static_cast<index_t>(arg.ptr[s * W + d]);
-      if (a >= 0 && a < gx.n) gx.ptr[a * W + d] = static_cast<GX>(g.ptr[s * W + d]);
+    row(s, PackedAt<W>{}, std::integral_constant<index_t, W>{});
+  }
+  template <class At, class Width>
+  KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
+    for (index_t d = 0; d < dw; ++d) {
+      const index_t a = static_cast<index_t>(at(arg, s, d));
+      if (a >= 0 && a < gx.n) at(gx, a, d) = static_cast<GX>(at(g, s, d));
     }
   }
 };
@@ -226,18 +239,17 @@ struct ArgGather {
   Mat<GG> gg;
   Mat<const T> u;
   Mat<const I> arg;
-  KOKKOS_FUNCTION void operator()(index_t s) const {
-    for (index_t d = 0; d < gg.d; ++d) {
-      const index_t i = static_cast<index_t>(arg(s, d));
-      gg(s, d) = i >= 0 && i < u.n ? static_cast<GG>(u(i, d)) : GG(0);
-    }
-  }
+  KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, gg.d); }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gg, u, arg); }
   template <int W>  // where packed_width() == W (segment_transform): constant strides
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t s) const {
-    for (int d = 0; d < W; ++d) {
-      const index_t i = static_cast<index_t>(arg.ptr[s * W + d]);
-      gg.ptr[s * W + d] = i >= 0 && i < u.n ? static_cast<GG>(u.ptr[i * W + d]) : GG(0);
+    row(s, PackedAt<W>{}, std::integral_constant<index_t, W>{});
+  }
+  template <class At, class Width>
+  KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
+    for (index_t d = 0; d < dw; ++d) {
+      const index_t i = static_cast<index_t>(at(arg, s, d));
+      at(gg, s, d) = i >= 0 && i < u.n ? static_cast<GG>(at(u, i, d)) : GG(0);
     }
   }
 };

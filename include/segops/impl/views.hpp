@@ -126,6 +126,23 @@ KOKKOS_FUNCTION index_t common_packed_width(const Mat<T>& m, const Mat<Ts>&... m
   const index_t w = packed_width_of(m);
   return ((packed_width_of(ms) == w) && ...) ? w : 0;
 }
+/// Element (r, d) of a Mat: through its strides (StridedAt), or of rows packed W wide (PackedAt<W>,
+/// the width and the strides as constants). Functors that serve both write their loop once over
+/// an accessor and a width (index_t, or std::integral_constant for packed rows).
+struct StridedAt {
+  template <class M>
+  KOKKOS_FORCEINLINE_FUNCTION auto& operator()(const M& m, index_t r, index_t d) const {
+    return m(r, d);
+  }
+};
+template <int W>
+struct PackedAt {
+  template <class M>
+  KOKKOS_FORCEINLINE_FUNCTION auto& operator()(const M& m, index_t r, index_t d) const {
+    return m.ptr[r * W + d];
+  }
+};
+
 /// For packed rows of width w = 1 or 3 (scalars and 3-vectors), f(std::integral_constant<int, w>)
 /// and true: loops with the width and the strides as constants run about 2x faster than with them
 /// at run time (their fields spill). False, and no call, for other widths.
