@@ -171,16 +171,12 @@ struct MaxNormScatter {
   Mat<const S> g;
   Mat<GG> gg;  // Double only
   KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, x.d); }
-  /// Element rows packed (segment_transform, where packed_width() == W): constant strides.
+  /// Rows packed this wide: segment_transform runs row with PackedAt (constant strides).
   KOKKOS_FUNCTION index_t packed_width() const {
     if constexpr (Double)
       return common_packed_width(gx, x, u);
     else
       return common_packed_width(gx, x);
-  }
-  template <int W>
-  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t s) const {
-    row(s, PackedAt<W>{}, std::integral_constant<index_t, W>{});
   }
   /// Segment s, with element (r, d) of a view m read as at(m, r, d) and rows dw wide.
   template <class At, class Width>
@@ -220,10 +216,6 @@ struct ArgScatter {
   Mat<const I> arg;
   KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, gx.d); }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, g, arg); }
-  template <int W>  // where packed_width() == W (segment_transform): constant strides
-  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t s) const {
-    row(s, PackedAt<W>{}, std::integral_constant<index_t, W>{});
-  }
   template <class At, class Width>
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
     for (index_t d = 0; d < dw; ++d) {
@@ -241,10 +233,6 @@ struct ArgGather {
   Mat<const I> arg;
   KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, gg.d); }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gg, u, arg); }
-  template <int W>  // where packed_width() == W (segment_transform): constant strides
-  KOKKOS_FORCEINLINE_FUNCTION void packed(index_t s) const {
-    row(s, PackedAt<W>{}, std::integral_constant<index_t, W>{});
-  }
   template <class At, class Width>
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
     for (index_t d = 0; d < dw; ++d) {

@@ -325,8 +325,9 @@ void zero_rows(const Exec& exec, Mat<T> o, const char* label) {
 /// Segments in blocks of Block, the functor copied into a local (as ElementTransform does: a call
 /// per segment reloads its fields after every store through an output pointer; max_backward, rows
 /// of 3 floats, 1e6 elements, L = 3, 2 threads, zeroing and scatter: 1.63 -> 1.44 ms). A functor
-/// with packed_width() and packed<W>(s) gets the width and strides as constants where its rows are
-/// packed (host blocks), as ElementTransform's do.
+/// with packed_width() and row(s, at, width) (an accessor, views.hpp's StridedAt / PackedAt<W>,
+/// and a row width) gets the width and the strides as constants where its rows are packed (host
+/// blocks); elsewhere its operator()(s), row through StridedAt.
 template <class F, index_t Block>
 struct SegmentBlocks {
   F f;
@@ -336,7 +337,9 @@ struct SegmentBlocks {
     const index_t lo = blk * Block, hi = Kokkos::min(m, lo + Block);
     if constexpr (Block > 1 && requires { fl.packed_width(); }) {
       if (with_packed_width(fl.packed_width(), [&](auto w) {
-            for (index_t s = lo; s < hi; ++s) fl.template packed<decltype(w)::value>(s);
+            constexpr int W = decltype(w)::value;
+            for (index_t s = lo; s < hi; ++s)
+              fl.row(s, PackedAt<W>{}, std::integral_constant<index_t, W>{});
           }))
         return;
     }
