@@ -42,9 +42,11 @@ struct Mat {
     !defined(__SANITIZE_ADDRESS__) && !defined(SEGOPS_NO_FLATTEN)
 #define SEGOPS_FLATTEN __attribute__((flatten))
 #define SEGOPS_INLINE __attribute__((always_inline))
+#define SEGOPS_NOINLINE __attribute__((noinline))
 #else
 #define SEGOPS_FLATTEN
 #define SEGOPS_INLINE
+#define SEGOPS_NOINLINE
 #endif
 
 /// Host builds with GCC or Clang: prefetch<Write>(p) hints that the cache line at p is about to be
@@ -142,6 +144,20 @@ struct PackedAt {
     return m.ptr[r * W + d];
   }
 };
+
+/// p[i * W + d] = r[d] for rows i in [0, n): the row copied into four local rows, stored four
+/// rows at a time (for floats, W 16-byte vectors a step), the few left over one by one. The four
+/// rows are a local array, so a store through p cannot change them: nothing is reloaded.
+template <int W, class T>
+KOKKOS_FORCEINLINE_FUNCTION void fill_rows(T* p, index_t n, const T (&r)[W]) {
+  T four[4 * W];
+  for (int k = 0; k < 4 * W; ++k) four[k] = r[k % W];
+  index_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4 * W; ++k) p[i * W + k] = four[k];
+  for (; i < n; ++i)
+    for (int d = 0; d < W; ++d) p[i * W + d] = r[d];
+}
 
 /// For packed rows of width w = 1 or 3 (scalars and 3-vectors), f(std::integral_constant<int, w>)
 /// and true: loops with the width and the strides as constants run about 2x faster than with them
