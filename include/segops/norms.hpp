@@ -69,15 +69,17 @@ void segmented_max_norm(const Exec& exec, const Seg& seg, const X& x, const Out&
   SEGOPS_CHECK_ARG_OUT("segmented_max_norm", argmax, 1);
   check_segments(op.name, "argmax", seg, argmax);
   check_disjoint(op.name, {SEGOPS_SPAN(argmax), SEGOPS_SPAN(out)}, {SEGOPS_SPAN(x)});
-  reduce_maxloc<true, true>(exec, seg, RowNorm<value_t<Out>, T>{rd(x)}, wr(out), wr(argmax), 1,
-                            op.label);
+  with_row_norm<value_t<Out>, Exec>(rd(x), [&](const auto& norm) {
+    reduce_maxloc<true, true>(exec, seg, norm, wr(out), wr(argmax), 1, op.label);
+  });
 }
 template <class Exec, class Seg, class X, class Out>
 SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_max_norm(const Exec& exec, const Seg& seg, const X& x, const Out& out) {
   SEGOPS_OP_CHECKS("segmented_max_norm", (x), (), (out), ());
-  reduce_maxloc<true, true>(exec, seg, RowNorm<value_t<Out>, T>{rd(x)}, wr(out),
-                            impl::Mat<std::int64_t>{}, 1, op.label);
+  with_row_norm<value_t<Out>, Exec>(rd(x), [&](const auto& norm) {
+    reduce_maxloc<true, true>(exec, seg, norm, wr(out), impl::Mat<std::int64_t>{}, 1, op.label);
+  });
 }
 /// gx_i = g_s x_i / ||x_i|| at i = argmax(s) (0 if ||x|| = 0), 0 elsewhere.
 template <class Exec, class Seg, class X, class Arg, class G, class GX>

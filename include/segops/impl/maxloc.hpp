@@ -56,23 +56,36 @@ struct ComponentValue {
   KOKKOS_FUNCTION V operator()(index_t e, index_t k) const { return static_cast<V>(x(e, k)); }
 };
 
-/// value(e, 0) = ||x_e||_2 in V (|x_e| for width 1).
-template <class V, class T>
+/// value(e, 0) = ||x_e||_2 in V (|x_e| for width 1). W: the width of x's packed rows as a
+/// constant (3), or 0 for any width and layout (with_row_norm chooses).
+template <class V, class T, int W = 0>
 struct RowNorm {
   Mat<const T> x;
   KOKKOS_FUNCTION V operator()(index_t e, index_t) const {
-    if (x.d == 1) return Kokkos::abs(static_cast<V>(x(e, 0)));
-    if (x.d == 3 && packed(x)) {  // packed 3-vectors (the MD case): the same sum, constant strides
-      const T* p = x.ptr + e * 3;
+    if constexpr (W > 0) {
+      const T* p = x.ptr + e * W;
       V r = 0;
-      for (int d = 0; d < 3; ++d) r += static_cast<V>(p[d]) * static_cast<V>(p[d]);
+      for (int d = 0; d < W; ++d) r += static_cast<V>(p[d]) * static_cast<V>(p[d]);
+      return Kokkos::sqrt(r);
+    } else {
+      if (x.d == 1) return Kokkos::abs(static_cast<V>(x(e, 0)));
+      V r = 0;
+      for (index_t d = 0; d < x.d; ++d) r += static_cast<V>(x(e, d)) * static_cast<V>(x(e, d));
       return Kokkos::sqrt(r);
     }
-    V r = 0;
-    for (index_t d = 0; d < x.d; ++d) r += static_cast<V>(x(e, d)) * static_cast<V>(x(e, d));
-    return Kokkos::sqrt(r);
   }
 };
+/// f(RowNorm<V, T, W>{x}): on host backends, for packed 3-vectors (the MD case) W = 3, so the
+/// reduction's loops (the walk over sorted positions above all) test no width per element (rows of
+/// 3 floats, L = 3, N = 1e6, 2 threads: sorted 1.19 -> 0.81 ms, unsorted 1.34 -> 0.96 ms); else
+/// W = 0. (Single floats test one width first; a third instantiation is not worth its compile
+/// time.)
+template <class V, class Exec, class T, class F>
+void with_row_norm(Mat<const T> x, const F& f) {
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
+    if (packed_width_of(x) == 3) return f(RowNorm<V, T, 3>{x});
+  f(RowNorm<V, T>{x});
+}
 
 /// Value and (optional: Arg, and arg.n > 0) index of the best element per accumulator. Empty
 /// segments: value -inf (max) / +inf (min), or 0 with ZeroIfEmpty; index -1. Without Arg the
