@@ -85,14 +85,14 @@ struct ElementTransform {
   static constexpr index_t kRunMin = 16;
 
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
-    if constexpr (Block == kTileQuantum && !Staged &&
-                  requires { f.template packed_run<1>(index_t(0), index_t(0), index_t(0)); })
-      if (segment_runs(blk)) return;
     const F fl = f;
     // h(i, s, c): element i from segment s's coefficients c (called only for StagesCoefficients)
     if constexpr (Block > 1 && requires { fl.packed_width(); }) {
       if (with_packed_width(fl.packed_width(), [&](auto w) {
             constexpr int W = decltype(w)::value;
+            if constexpr (Block == kTileQuantum && !Staged &&
+                          requires { fl.template packed_run<W>(index_t(0), index_t(0), 0); })
+              if (segment_runs<W>(blk, fl)) return;
             rows(
                 blk, fl, [&](index_t i, index_t s) SEGOPS_INLINE { fl.template packed<W>(i, s); },
                 [&](index_t i, index_t s, const auto& c)
@@ -112,24 +112,23 @@ struct ElementTransform {
     if ((hi - lo) < kRunMin * (tile_first(blk + 1) - s + 1)) return -1;
     return offsets(s) > lo ? s - 1 : s;
   }
-  /// Where run_start and the rows are packed W = 1 or 3 wide: each segment's elements of the
-  /// block at once, by a functor that offers packed_run<W>(b, e, s) (a gather of one row per
-  /// segment, say), and true. A function of its own, so that operator()'s per-element loops are
-  /// compiled as without it. (Their speed still depends on where they land: broadcast of single
-  /// floats, N = 1e6, L = 3, 1 thread, ran 0.30 or 0.38 ms with the same instructions at another
-  /// address, 0.49 ms with -falign-loops=64.)
-  SEGOPS_NOINLINE KOKKOS_FUNCTION bool segment_runs(index_t blk) const {
+  /// Where run_start: each segment's elements of the block at once, by a functor that offers
+  /// packed_run<W>(b, e, s) (a gather of one row per segment, say), and true. A function of its
+  /// own, so that operator()'s per-element loops are compiled as without it. (Their speed still
+  /// depends on where they land: broadcast of single floats, N = 1e6, L = 3, 1 thread, ran 0.30
+  /// or 0.38 ms with the same instructions at another address, 0.49 ms with -falign-loops=64;
+  /// of the placements tried, this one cost the least.)
+  template <int W>
+  SEGOPS_NOINLINE KOKKOS_FUNCTION bool segment_runs(index_t blk, const F& fl) const {
     const index_t lo = blk * Block, hi = Kokkos::min(n, lo + Block);
     index_t s = run_start(blk, lo, hi);
     if (s < 0) return false;
-    const F fl = f;
-    return with_packed_width(fl.packed_width(), [&](auto w) {
-      for (index_t b = lo; b < hi; ++s) {
-        const index_t e = Kokkos::min(offsets(s + 1), hi);
-        if (e > b) fl.template packed_run<decltype(w)::value>(b, e, s);
-        b = e;
-      }
-    });
+    for (index_t b = lo; b < hi; ++s) {
+      const index_t e = Kokkos::min(offsets(s + 1), hi);
+      if (e > b) fl.template packed_run<W>(b, e, s);
+      b = e;
+    }
+    return true;
   }
   /// g(i, s(i)) over the block, s = -1 for a dropped id (fl: the functor, for its segment rows;
   /// h: g with the segment's coefficients given).
