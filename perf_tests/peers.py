@@ -584,26 +584,26 @@ class JaxPeer:
             if op == "mean":
                 return segsum(a["x"]) / cntf[:, None]
             if op == "broadcast":
-                return jnp.take(a["v"], idx, axis=0)
+                return a["v"][idx]
             if op == "dot":
                 return segsum((a["x"] * a["y"]).sum(1))[:, None]
             if op == "mul":
-                return jnp.take(a["a"], idx, axis=0) * a["x"]
+                return a["a"][idx] * a["x"]
             if op == "rms_norm":  # the double-where keeps gradients finite for empty segments
                 ms = segsum((a["x"] * a["x"]).sum(1)) / cntf
                 pos = ms > 0
                 return jnp.where(pos, jnp.sqrt(jnp.where(pos, ms, 1.0)), 0.0)[:, None]
             if op == "matvec":
-                return jnp.einsum("nrc,nc->nr", jnp.take(a["A"], idx, axis=0), a["x"])
+                return jnp.einsum("nrc,nc->nr", a["A"][idx], a["x"])
             if op == "inner_products":  # the three row products in one segment_sum
                 r = segsum(jnp.stack([(a["x"] * a["y"]).sum(1), (a["x"] * a["x"]).sum(1), (a["y"] * a["y"]).sum(1)], 1))
                 return r[:, 0:1], r[:, 1:2], r[:, 2:3]
             if op == "axpby":
-                return jnp.take(a["a"], idx, axis=0) * a["x"] + jnp.take(a["b"], idx, axis=0) * a["y"]
+                return a["a"][idx] * a["x"] + a["b"][idx] * a["y"]
             if op == "axpy":  # JAX arrays are immutable: y + a x out of place
-                return a["y"] + jnp.take(a["a"], idx, axis=0) * a["x"]
+                return a["y"] + a["a"][idx] * a["x"]
             if op == "add":
-                return a["x"] + jnp.take(a["b"], idx, axis=0)
+                return a["x"] + a["b"][idx]
             if op == "component_sum":
                 return segsum(a["x"].sum(1))[:, None]
             if op == "max":  # an empty segment gets -inf (+inf for min), the identity
@@ -621,8 +621,8 @@ class JaxPeer:
         fa["_ids"] = jnp.asarray(c.ids)
         names = list(fa)
         if order == "fwd":
-            name = {"broadcast": "jax_take", "mul": "jax_take", "matvec": "jax_take", "axpby": "jax_take",
-                    "axpy": "jax_take", "add": "jax_take", "max": "jax_segment_max", "min": "jax_segment_min",
+            name = {"broadcast": "jax_index", "mul": "jax_index", "matvec": "jax_index", "axpby": "jax_index",
+                    "axpy": "jax_index", "add": "jax_index", "max": "jax_segment_max", "min": "jax_segment_min",
                     "max_norm": "jax_segment_max"}.get(op, "jax_segment_sum")
             f = jax.jit(lambda *a: as_tuple(forward(op, dict(zip(names, a)))))
             return {name: lambda: f(*[fa[k] for k in names])}
