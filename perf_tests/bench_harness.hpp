@@ -151,6 +151,30 @@ struct StreamCopy {
   }
 };
 
+/// The arrays of time_copy_of, kept and grown (freed before Kokkos is finalized).
+inline std::pair<Kokkos::View<float*, Host>, Kokkos::View<float*, Host>> g_same_bytes;
+
+/// A copy that moves `bytes` (half read, half written) as floats, in the loop of StreamCopy: what
+/// any implementation of an op with these minimal bytes pays at least, at this size and in this
+/// cache (an N = 1e6 case's arrays are about the size of the L3).
+inline void time_copy_of(const Row& row, double bytes, const Options& opt) {
+  auto& [a, b] = g_same_bytes;
+  const i64 n = i64(bytes / (2 * sizeof(float)));
+  if (a.extent(0) < size_t(n)) {
+    a = {};
+    b = {};
+    a = Kokkos::View<float*, Host>("bench::same_bytes_a", n);
+    b = Kokkos::View<float*, Host>("bench::same_bytes_b", n);
+  }
+  const auto x = a, y = b;
+  auto copy = [&] {
+    Kokkos::parallel_for(
+        "bench::same_bytes_copy", Kokkos::RangePolicy<Exec>(0, n),
+        KOKKOS_LAMBDA(i64 i) { y(i) = x(i); });
+  };
+  write_row(row, "copy_same_bytes", time_median(copy, opt), bytes);
+}
+
 /// The copy's arrays (made at the first measurement, freed before Kokkos is finalized), and whether
 /// the case being run times it alternately with every measurement (N = 2^25).
 inline std::optional<StreamCopy> g_copy;
@@ -520,6 +544,7 @@ struct Case {
   template <class Make>
   void peers(bool reduces, Make&& make) {
     if (!with_peers) return;
+    if (n <= 1000000) time_copy_of(row, bytes, opt);
     auto one = [&](auto tag) {
       // The plain loop at N = 2^25 costs more wall time than it tells in the quick suite.
       if (decltype(tag)::value == Peer::serial && !opt.full && n > 10000000) return;

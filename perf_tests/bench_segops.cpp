@@ -505,6 +505,7 @@ int main(int argc, char** argv) {
     run_spec(s, opt);
   }
   g_copy.reset();
+  g_same_bytes = {};
   std::fclose(g_out.csv);
   std::fclose(g_out.notes);
   std::fprintf(stderr, "bench_segops: done (%d op-cases, %d wrong results)\n", g_out.done,
