@@ -270,6 +270,22 @@ struct AddRow {
     for (int d = 0; d < W; ++d)
       o.ptr[i * W + d] = static_cast<O>(x.ptr[i * W + d]) + (in ? static_cast<O>(bp[d]) : O(0));
   }
+#ifdef SEGOPS_HOST_VECTORS
+  /// Rows of 3 floats: elements i .. i + 3 with vectors (as GatherRows::packed_quad). N = 1e6,
+  /// L = 3, 2 threads: sorted 0.52 -> 0.46 ms, unsorted 0.80 -> 0.76 ms.
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION bool packed_quad(index_t i, const index_t (&s)[4]) const
+      requires(W == 3 && std::is_same_v<O, float> && std::is_same_v<X, float> &&
+               std::is_same_v<B, float>) {
+    using V = HostVec<float>::type;
+    V r[4], v[3];
+    if (!load_rows3x4(b.ptr, b.n, s, r)) return false;
+    pack_rows3x4(r, v);
+    for (int k = 0; k < 3; ++k) v[k] += load_vec<V>(x.ptr + i * 3 + 4 * k);
+    __builtin_memcpy(o.ptr + i * 3, v, sizeof(v));
+    return true;
+  }
+#endif
   /// The per-segment inputs (segmented_transform prefetches them for unsorted ids).
   template <class F>
   KOKKOS_FUNCTION void segment_rows(F&& f) const {

@@ -154,6 +154,34 @@ inline void masked_rows_sum(const T* p, index_t len, T (&a)[W]) {
   for (int c = 0; c < W; ++c) a[c] = t[c];
 }
 
+/// Rows of 3 floats r[0 .. 4) (lanes 0 to 2 each; lane 3 is ignored) packed into three vectors,
+/// as the 12 floats of four consecutive rows.
+inline void pack_rows3x4(const HostVec<float>::type (&r)[4], HostVec<float>::type (&v)[3]) {
+  v[0] = shuffle<0, 1, 2, 4>(r[0], r[1]);
+  v[1] = shuffle<1, 2, 4, 5>(r[1], r[2]);
+  v[2] = shuffle<2, 4, 5, 6>(r[2], r[3]);
+}
+
+/// Rows r (as pack_rows3x4) stored packed at o: three vector stores where a row at a time takes
+/// twelve scalar ones.
+inline void store_rows3x4(float* o, const HostVec<float>::type (&r)[4]) {
+  HostVec<float>::type v[3];
+  pack_rows3x4(r, v);
+  __builtin_memcpy(o, v, sizeof(v));
+}
+
+/// Rows of 3 floats of v (packed) at rows s[0 .. 4), one vector load each, or false where one of
+/// them is dropped (s < 0) or the last row (16 bytes from it on are not all v's); n: v's rows.
+inline bool load_rows3x4(const float* v, index_t n, const index_t (&s)[4],
+                         HostVec<float>::type (&r)[4]) {
+  using U = std::make_unsigned_t<index_t>;
+  bool in = true;
+  for (int k = 0; k < 4; ++k) in &= static_cast<U>(s[k]) < static_cast<U>(n - 1);
+  if (!in) return false;
+  for (int k = 0; k < 4; ++k) r[k] = load_vec<HostVec<float>::type>(v + s[k] * 3);
+  return true;
+}
+
 /// Lane-wise square root (correctly rounded, as std::sqrt).
 template <class V>
 inline V vec_sqrt(V v) {

@@ -60,6 +60,8 @@ inline constexpr bool kPrefetches = false;
 /// A core's L2 cache on the host this was tuned on (Zen 5: 2 MiB): data beyond it is read from
 /// farther away, where prefetching and staging start to pay.
 inline constexpr index_t kCacheBytes = index_t(2) << 20;
+/// The last-level cache a core shares on that host (32 MiB of L3).
+inline constexpr index_t kLastLevelBytes = index_t(32) << 20;
 /// Elements between a random row's prefetch and its use. Unsorted ids, L = 3, 2 threads,
 /// N = 2^25, 32 -> 64: sum of single floats 86 -> 64 ms, dot of rows of 3 95 -> 68 ms (its
 /// deterministic option 126 -> 100 ms), mul 90 -> 67 ms, matvec 151 -> 131 ms; sum of rows of
