@@ -506,6 +506,24 @@ struct GatherRows {
     store_rows3x4(o.ptr + i * 3, r);
     return true;
   }
+  /// Splat, rows of 3 floats, not scaled: elements i .. i + 3 from four values, three vector
+  /// stores (component_sum's backward, N = 1e6, L = 3, 2 threads: sorted 0.29 -> 0.21 ms, unsorted
+  /// 0.45-0.55 -> 0.35 ms).
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION bool packed_quad(index_t i, const index_t (&s)[4]) const
+      requires(W == 3 && Scale::identity && Splat && std::is_same_v<T, float> &&
+               std::is_same_v<S, float>) {
+    using U = std::make_unsigned_t<index_t>;
+    using V = HostVec<float>::type;
+    bool in = true;
+    for (int k = 0; k < 4; ++k) in &= static_cast<U>(s[k]) < static_cast<U>(v.n);
+    if (!in) return false;
+    const V p = {v.ptr[s[0] * v.s0], v.ptr[s[1] * v.s0], v.ptr[s[2] * v.s0], v.ptr[s[3] * v.s0]};
+    const V r[3] = {shuffle<0, 0, 0, 1>(p, p), shuffle<1, 1, 2, 2>(p, p),
+                    shuffle<2, 3, 3, 3>(p, p)};
+    __builtin_memcpy(o.ptr + i * 3, r, sizeof(r));
+    return true;
+  }
 #endif
   KOKKOS_FORCEINLINE_FUNCTION static T scaled(S x, NoFactor) { return static_cast<T>(x); }
   KOKKOS_FORCEINLINE_FUNCTION static T scaled(S x, T k) { return static_cast<T>(x) * k; }
