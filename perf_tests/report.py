@@ -56,7 +56,8 @@ def main():
     # copy_same_bytes: a copy moving a case's minimal bytes at the case's size (N <= 1e6), the
     # least any implementation pays there; not a peer
     key = ("op", "order", "dtype", "index_type", "N", "M", "D", "sorted")
-    same = {tuple(r[k] for k in key): r["gbps"] for r in rows if r["impl"] == "copy_same_bytes"}
+    same_rows = [r for r in rows if r["impl"] == "copy_same_bytes"]
+    same = {tuple(r[k] for k in key): r["gbps"] for r in same_rows}
     data = [r for r in rows if r["op"] != "copy" and r["impl"] != "copy_same_bytes"]
 
     # ---- main table
@@ -181,7 +182,7 @@ def main():
             return
         os.makedirs(args.plots, exist_ok=True)
         for fam in dict.fromkeys(r["op"] for r in data):
-            fr = [r for r in data if r["op"] == fam and r["dtype"] == "float" and r["index_type"] == "int32"
+            fr = [r for r in data + same_rows if r["op"] == fam and r["dtype"] == "float" and r["index_type"] == "int32"
                   and r["M"] == r["N"] // 3 and r["N"] >= 100000]
             d = 3 if any(r["D"] == 3 for r in fr) else 1
             fr = [r for r in fr if r["D"] == d]
@@ -198,15 +199,13 @@ def main():
                             lines_[r["impl"]].append((r["N"], r["gbps"]))
                     for impl, pts in sorted(lines_.items()):
                         pts.sort()
+                        if impl == "copy_same_bytes":
+                            ax.plot([p[0] for p in pts], [p[1] for p in pts], "-.", color="gray", linewidth=1,
+                                    label="copy of the same bytes")
+                            continue
                         style = "-o" if is_segops(impl) else ("--s" if impl.startswith(PY_PREFIX) else ":^")
                         ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=impl,
                                 linewidth=2.5 if is_segops(impl) else 1.2)
-                    cps = sorted((r["N"], g) for k, g in same.items() for r in [dict(zip(key, k))]
-                                 if r["op"] == fam and r["order"] == o and r["sorted"] == srt and r["D"] == d
-                                 and r["dtype"] == "float" and r["index_type"] == "int32" and r["M"] == r["N"] // 3)
-                    if cps:
-                        ax.plot([p[0] for p in cps], [p[1] for p in cps], "-.", color="gray", linewidth=1,
-                                label="copy of the same bytes")
                     if copy_ref:
                         ax.axhline(copy_ref, color="gray", linestyle="-.", linewidth=1, label="copy, 2^25 floats")
                     ax.set_xscale("log")
