@@ -203,6 +203,39 @@ struct OuterMap {
       for (int c = 0; c < D; ++c) f(r * D + c, ar * static_cast<Acc>(rb(c)));
     }
   }
+  /// Sorted segments over packed rows of 3 floats, summed as runs (SumReducer::run_row, TileReduce
+  /// with rows of 9): run_sums adds each element's products as three vectors, a(e, r) times b's
+  /// row.
+  KOKKOS_FUNCTION bool packed_runs() const {
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (std::is_same_v<Acc, float> && std::is_same_v<A, float> &&
+                  std::is_same_v<B, float>)
+      return packed_width_of(a) == 3 && packed_width_of(b) == 3;
+#endif
+    return false;
+  }
+  template <int W, int NV>
+  KOKKOS_FUNCTION void run_sums(index_t lo, index_t hi, Acc (&s)[W]) const {
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (W == 9 && std::is_same_v<Acc, float> && std::is_same_v<B, float>) {
+      using V = HostVec<float>::type;
+      V r[3] = {};
+      const A* ap = a.ptr;
+      const B* bp = b.ptr;
+      const index_t bn = b.n;
+      for (index_t p = lo; p < hi; ++p) {
+        const B* row = bp + p * 3;
+        const V x = p + 1 < bn ? load_vec<V>(row) : V{row[0], row[1], row[2], 0};
+        for (int k = 0; k < 3; ++k) r[k] += ap[p * 3 + k] * x;
+      }
+      for (int k = 0; k < 3; ++k)
+        for (int c = 0; c < 3; ++c) s[k * 3 + c] = r[k][c];
+      return;
+    }
+#endif
+    for (int k = 0; k < W; ++k) s[k] = Acc(0);
+    for (index_t p = lo; p < hi; ++p) fixed<W>(p, [&](index_t k, Acc v) { s[k] += v; });
+  }
   /// Width W = a.d * b.d known at compile time (SumReducer::reduce_fixed): every accumulator index
   /// a constant, so the row stays in registers; square rows (3x3 above all) fully unrolled.
   static constexpr bool kSquareRows = true;

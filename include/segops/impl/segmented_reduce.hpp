@@ -101,6 +101,10 @@ struct TileReduce {
             if constexpr (R::max_walk_width >= 4)
               return short_rows(std::integral_constant<int, 4>{});
             break;
+          case 9:  // 3x3 matrices summed as runs (OuterMap::run_sums); no walk for them
+            if constexpr (can_run && requires { requires R::square_rows; })
+              if (vector_runs) return runs<9>(head_end, hi, s, s_end);
+            break;
           default:
             break;
         }
@@ -524,6 +528,9 @@ struct SumReducer {
       return 4;
   }();
   static constexpr int kLocal = 16;  // rows up to this width (3x3 matrices too) accumulate locally
+  /// Maps of 3x3 matrices (outer products) unroll rows of 9 (reduce), and sum sorted runs of them
+  /// (TileReduce) where vector_runs().
+  static constexpr bool square_rows = requires { Map::kSquareRows; };
   /// Whether the map can have W accumulators: a map of a fixed width (Map::kWidth) has only that
   /// one. The loops instantiated for the other widths are never run, and are left empty (they
   /// would index past their rows).
@@ -559,7 +566,7 @@ struct SumReducer {
       case 4:
         return reduce_fixed<4>(d, elem, b, e);
       case 9:  // 3x3 matrices (instantiated only for maps that unroll them)
-        if constexpr (requires { Map::kSquareRows; }) return reduce_fixed<9>(d, elem, b, e);
+        if constexpr (square_rows) return reduce_fixed<9>(d, elem, b, e);
         break;
       default:
         break;
