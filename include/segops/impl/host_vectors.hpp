@@ -21,9 +21,10 @@
 
 namespace segops::impl {
 
-/// Runs of up to kRunVectors vectors (16 floats, 8 doubles) take the masked path; tiles of
-/// shorter runs ask for fewer.
-inline constexpr int kRunVectors = 4;
+/// Runs of up to kRunVectors vectors (24 floats, 12 doubles) take the masked path; tiles of
+/// shorter runs ask for kNarrowRunVectors (TileReduce::runs).
+inline constexpr int kRunVectors = 6;
+inline constexpr int kNarrowRunVectors = 2;
 
 #ifdef SEGOPS_HOST_VECTORS
 template <class T>
@@ -45,6 +46,7 @@ struct HostVec<double> {
   using scalar_bits = std::int64_t;
 };
 
+/// The longest masked run, in elements.
 template <class T>
 inline constexpr index_t kRunLength = index_t(kRunVectors) * index_t(16 / sizeof(T));
 

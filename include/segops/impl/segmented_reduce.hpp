@@ -130,9 +130,9 @@ struct TileReduce {
   /// fixup.
   template <int W>
   KOKKOS_FUNCTION void runs(index_t b, index_t hi, index_t s, index_t s_end) const {
-    // Tiles whose runs average at most one vector sum them with two vectors, not four.
+    // Tiles whose runs average at most one vector sum them with two vectors, not six.
     if constexpr (W == 1)
-      if (r.narrow_runs(hi - b, s_end - s)) return runs<W, kRunVectors / 2>(b, hi, s, s_end);
+      if (r.narrow_runs(hi - b, s_end - s)) return runs<W, kNarrowRunVectors>(b, hi, s, s_end);
     runs<W, kRunVectors>(b, hi, s, s_end);
   }
   template <int W, int NV>
