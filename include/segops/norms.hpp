@@ -28,7 +28,7 @@ template <class Exec, class Seg, class X, class Out>
 SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_rms_norm(const Exec& exec, const Seg& seg, const X& x, const Out& out) {
   SEGOPS_OP_CHECKS("segmented_rms_norm", (x), (), (out), ());
-  reduce_map(exec, seg, DotMap<value_t<Out>, T, T>{rd(x), rd(x)}, wr(out), 1, op.label,
+  reduce_map(exec, seg, SquaresMap<value_t<Out>, T>{{rd(x), rd(x)}}, wr(out), 1, op.label,
              RmsFinalize<decltype(seg.counts())>{seg.counts()});
 }
 /// gx_i = g_s n_s x_i with n_s = 1 / (c_s out_s) (0 where out_s = 0). `out`: the forward's result.

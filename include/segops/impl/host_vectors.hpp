@@ -242,6 +242,20 @@ struct DotRun {  // p[k] * q[k]
   }
 #endif
 };
+template <class Acc, class T>
+struct SquareRun {  // p[k] * p[k]: DotRun's values with one load each
+  const T* p;
+  KOKKOS_FUNCTION Acc at(index_t k) const {
+    return static_cast<Acc>(p[k]) * static_cast<Acc>(p[k]);
+  }
+#ifdef SEGOPS_HOST_VECTORS
+  static constexpr bool vectors = std::is_same_v<Acc, T> && HostVec<Acc>::ok;
+  auto vec(index_t k) const {
+    const auto v = load_vec<typename HostVec<Acc>::type>(p + k);
+    return v * v;
+  }
+#endif
+};
 /// A run of len values, room of which (from its start on) are readable.
 template <class Run>
 struct Flat {

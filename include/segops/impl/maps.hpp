@@ -49,6 +49,17 @@ struct DotMap {
   }
 };
 
+/// <x, x> (rms_norm): DotMap's sums, in the same order, a sorted run's vectors loaded once each.
+/// Rows of 3 floats, N = 1e6, 2 threads, sorted: rms_norm L = 3 0.60 -> 0.46 ms, L = 30 0.29 ->
+/// 0.26 ms.
+template <class Acc, class T>
+struct SquaresMap : DotMap<Acc, T, T> {
+  KOKKOS_FUNCTION auto flat_run(index_t lo, index_t hi) const {  // where contiguous()
+    const Mat<const T>& x = this->a;
+    return flat(SquareRun<Acc, T>{x.ptr + lo * x.d}, (hi - lo) * x.d, (x.n - lo) * x.d);
+  }
+};
+
 /// Pair of a DotsMap: F <v_A, v_B> added to accumulator K.
 template <int K, int A, int B, int F = 1>
 struct Dot {
