@@ -172,16 +172,28 @@ inline void store_rows3x4(float* o, const HostVec<float>::type (&r)[4]) {
   __builtin_memcpy(o, v, sizeof(v));
 }
 
+/// Whether s[0 .. 4) all lie in [0, n).
+inline bool all_below(const index_t (&s)[4], index_t n) {
+  using U = std::make_unsigned_t<index_t>;
+  bool in = true;
+  for (int k = 0; k < 4; ++k) in &= static_cast<U>(s[k]) < static_cast<U>(n);
+  return in;
+}
+
 /// Rows of 3 floats of v (packed) at rows s[0 .. 4), one vector load each, or false where one of
 /// them is dropped (s < 0) or the last row (16 bytes from it on are not all v's); n: v's rows.
 inline bool load_rows3x4(const float* v, index_t n, const index_t (&s)[4],
                          HostVec<float>::type (&r)[4]) {
-  using U = std::make_unsigned_t<index_t>;
-  bool in = true;
-  for (int k = 0; k < 4; ++k) in &= static_cast<U>(s[k]) < static_cast<U>(n - 1);
-  if (!in) return false;
+  if (!all_below(s, n - 1)) return false;
   for (int k = 0; k < 4; ++k) r[k] = load_vec<HostVec<float>::type>(v + s[k] * 3);
   return true;
+}
+
+/// Four rows of 3 floats, row k all p[k], packed into three vectors (the 12 floats of the rows).
+inline void splat_rows3x4(HostVec<float>::type p, HostVec<float>::type (&v)[3]) {
+  v[0] = shuffle<0, 0, 0, 1>(p, p);
+  v[1] = shuffle<1, 1, 2, 2>(p, p);
+  v[2] = shuffle<2, 3, 3, 3>(p, p);
 }
 
 /// Lane-wise square root (correctly rounded, as std::sqrt).

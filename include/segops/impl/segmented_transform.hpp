@@ -513,14 +513,11 @@ struct GatherRows {
   KOKKOS_FORCEINLINE_FUNCTION bool packed_quad(index_t i, const index_t (&s)[4]) const
       requires(W == 3 && Scale::identity && Splat && std::is_same_v<T, float> &&
                std::is_same_v<S, float>) {
-    using U = std::make_unsigned_t<index_t>;
     using V = HostVec<float>::type;
-    bool in = true;
-    for (int k = 0; k < 4; ++k) in &= static_cast<U>(s[k]) < static_cast<U>(v.n);
-    if (!in) return false;
-    const V p = {v.ptr[s[0] * v.s0], v.ptr[s[1] * v.s0], v.ptr[s[2] * v.s0], v.ptr[s[3] * v.s0]};
-    const V r[3] = {shuffle<0, 0, 0, 1>(p, p), shuffle<1, 1, 2, 2>(p, p),
-                    shuffle<2, 3, 3, 3>(p, p)};
+    if (!all_below(s, v.n)) return false;
+    V r[3];
+    splat_rows3x4(V{v.ptr[s[0] * v.s0], v.ptr[s[1] * v.s0], v.ptr[s[2] * v.s0], v.ptr[s[3] * v.s0]},
+                  r);
     __builtin_memcpy(o.ptr + i * 3, r, sizeof(r));
     return true;
   }
