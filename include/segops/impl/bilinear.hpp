@@ -280,11 +280,8 @@ struct AxpyInPlace {
       requires(W == 3 && std::is_same_v<Y, float> && std::is_same_v<T, float> &&
                std::is_same_v<S, float>) {
     using V = HostVec<float>::type;
-    if (!all_below(s, a.n)) return false;
-    V k[3];
-    splat_rows3x4(V{a.ptr[s[0] * a.s0], a.ptr[s[1] * a.s0], a.ptr[s[2] * a.s0], a.ptr[s[3] * a.s0]},
-                  k);
-    V r[3];
+    V k[3], r[3];
+    if (!load_splat3x4(a, s, k)) return false;
     for (int d = 0; d < 3; ++d)
       r[d] = load_vec<V>(y.ptr + i * 3 + 4 * d) + k[d] * load_vec<V>(x.ptr + i * 3 + 4 * d);
     __builtin_memcpy(y.ptr + i * 3, r, sizeof(r));

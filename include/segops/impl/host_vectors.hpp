@@ -196,6 +196,17 @@ inline void splat_rows3x4(HostVec<float>::type p, HostVec<float>::type (&v)[3]) 
   v[2] = shuffle<2, 3, 3, 3>(p, p);
 }
 
+/// Four rows of 3 floats, row k all v(s[k]) (a per-segment value), as splat_rows3x4; false where
+/// one of s[0 .. 4) is not one of v's rows.
+inline bool load_splat3x4(const Mat<const float>& v, const index_t (&s)[4],
+                          HostVec<float>::type (&r)[3]) {
+  if (!all_below(s, v.n)) return false;
+  splat_rows3x4(HostVec<float>::type{v.ptr[s[0] * v.s0], v.ptr[s[1] * v.s0], v.ptr[s[2] * v.s0],
+                                     v.ptr[s[3] * v.s0]},
+                r);
+  return true;
+}
+
 /// Lane-wise square root (correctly rounded, as std::sqrt).
 template <class V>
 inline V vec_sqrt(V v) {

@@ -513,11 +513,8 @@ struct GatherRows {
   KOKKOS_FORCEINLINE_FUNCTION bool packed_quad(index_t i, const index_t (&s)[4]) const
       requires(W == 3 && Scale::identity && Splat && std::is_same_v<T, float> &&
                std::is_same_v<S, float>) {
-    using V = HostVec<float>::type;
-    if (!all_below(s, v.n)) return false;
-    V r[3];
-    splat_rows3x4(V{v.ptr[s[0] * v.s0], v.ptr[s[1] * v.s0], v.ptr[s[2] * v.s0], v.ptr[s[3] * v.s0]},
-                  r);
+    HostVec<float>::type r[3];
+    if (!load_splat3x4(v, s, r)) return false;
     __builtin_memcpy(o.ptr + i * 3, r, sizeof(r));
     return true;
   }
