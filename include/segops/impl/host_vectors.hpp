@@ -165,11 +165,12 @@ inline void pack_rows3x4(const HostVec<float>::type (&r)[4], HostVec<float>::typ
 }
 
 /// Rows r (as pack_rows3x4) stored packed at o: three vector stores where a row at a time takes
-/// twelve scalar ones.
+/// twelve scalar ones. (One 48-byte copy of the three compiled to `rep movs` where r was on the
+/// stack.)
 inline void store_rows3x4(float* o, const HostVec<float>::type (&r)[4]) {
   HostVec<float>::type v[3];
   pack_rows3x4(r, v);
-  __builtin_memcpy(o, v, sizeof(v));
+  for (int k = 0; k < 3; ++k) __builtin_memcpy(o + 4 * k, &v[k], sizeof(v[k]));
 }
 
 /// Whether s[0 .. 4) all lie in [0, n).

@@ -6,6 +6,7 @@
 
 #include <Kokkos_Core.hpp>
 #include <segops/impl/bilinear.hpp>
+#include <segops/impl/host_vectors.hpp>
 #include <segops/impl/views.hpp>
 
 namespace segops::impl {
@@ -85,6 +86,65 @@ struct MatVec {
     }
     for_cols(W, [&](index_t p) SEGOPS_INLINE { o.ptr[i * W + p] = r[p]; });
   }
+  static constexpr bool kFloats =
+      std::is_same_v<O, float> && std::is_same_v<T, float> && std::is_same_v<S, float>;
+#ifdef SEGOPS_HOST_VECTORS
+  /// Rows of 3 floats, A (and B) packed 3x3 blocks: elements i .. i + 3 with vectors
+  /// (vec_product); false where a segment is dropped or the last one (its block's loads run 16
+  /// bytes on), or where the rows of x (y) run to the array's end.
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION bool packed_quad(index_t i, const index_t (&s)[4]) const
+      requires(W == 3 && kFloats) {
+    if (!packed_block<3>(a) || !all_below(s, a.n - 1) || i + 4 >= x.n) return false;
+    if constexpr (Two)
+      if (!packed_block<3>(b) || b.s1 != a.s1 || !all_below(s, b.n - 1) || i + 4 >= y.n)
+        return false;
+    if (a.s2 == 1)
+      quad_as<true>(i, s);
+    else
+      quad_as<false>(i, s);
+    return true;
+  }
+  template <bool Rows>
+  KOKKOS_FORCEINLINE_FUNCTION void quad_as(index_t i, const index_t (&s)[4]) const {
+    HostVec<float>::type r[4];
+    for_cols(4, [&](index_t k) SEGOPS_INLINE { r[k] = vec_product<Rows>(i + k, s[k]); });
+    store_rows3x4(o.ptr + i * 3, r);
+  }
+  /// o_i of packed 3x3 blocks (rows contiguous where Rows, else columns) as a vector, lane p its
+  /// o(p) (lane 3 unspecified), the products added as in product(). packed_as's scalar products
+  /// compile to other code in other translation units (scalar in one, partly vectorised in
+  /// another: matvec sorted N = 1e6, 0.90 against 1.29 ms); these do not. (One element at a
+  /// time, where packed_as runs, they ran slower: L = 30 sorted 1.03 -> 1.37 ms.)
+  template <bool Rows>
+  KOKKOS_FORCEINLINE_FUNCTION HostVec<float>::type vec_product(index_t i, index_t s) const {
+    HostVec<float>::type r{};
+    add_products<Rows>(r, a.ptr + s * 9, x.ptr + i * 3);
+    if constexpr (Two) add_products<Rows>(r, b.ptr + s * 9, y.ptr + i * 3);
+    return r;
+  }
+  /// r(p) += m(p, 0) v(0), then m(p, 1) v(1), then m(p, 2) v(2), for the packed 3x3 block m (rows
+  /// contiguous where Rows, else columns); 16 bytes from m + 6 and from v on are read.
+  template <bool Rows>
+  KOKKOS_FORCEINLINE_FUNCTION static void add_products(HostVec<float>::type& r, const float* m,
+                                                       const float* v) {
+    using V = HostVec<float>::type;
+    const V x = load_vec<V>(v), m0 = load_vec<V>(m), m1 = load_vec<V>(m + 3),
+            m2 = load_vec<V>(m + 6);
+    if constexpr (Rows) {  // lane q of t_p = m(p, q) v(q): transposed, column q's products in lane
+                           // p
+      const V t0 = m0 * x, t1 = m1 * x, t2 = m2 * x;
+      const V lo = shuffle<0, 4, 1, 5>(t0, t1), hi = shuffle<2, 6, 3, 7>(t0, t1);
+      r += shuffle<0, 1, 4, 4>(lo, t2);
+      r += shuffle<2, 3, 5, 5>(lo, t2);
+      r += shuffle<0, 1, 6, 6>(hi, t2);
+    } else {  // m_q is column q
+      r += m0 * shuffle<0, 0, 0, 0>(x, x);
+      r += m1 * shuffle<1, 1, 1, 1>(x, x);
+      r += m2 * shuffle<2, 2, 2, 2>(x, x);
+    }
+  }
+#endif
   /// out(p) = sum_q A_s(p, q) xi(q) (+ B_s(p, q) yi(q)) for p < rows, q < cols; 0 for a dropped
   /// element (s < 0).
   template <class Out, class X, class Y>
