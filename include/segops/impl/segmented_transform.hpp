@@ -174,8 +174,9 @@ struct ElementTransform {
         // Short segments whose coefficients cost divisions or square roots: each segment's
         // computed once into a local array, which the elements then read (L = 3, 2^25 elements
         // of 1 float, 2 threads: mean_backward 11.4 -> 9.8 ms, rms_norm_backward 13.7-15.0 ->
-        // 12.1 ms; rows of 3 floats are bound by memory either way).
-        if constexpr (StagesCoefficients<F> && !ReadsCoefficients<F>) {
+        // 12.1 ms; rows of 3 floats are bound by memory either way). Not for functors that go
+        // four elements at a time (quad), which would give that up.
+        if constexpr (StagesCoefficients<F> && !ReadsCoefficients<F> && std::is_same_v<Q, NoQuad>) {
           const index_t s0 = static_cast<index_t>(id[lo * st]);
           const index_t ns = static_cast<index_t>(id[(hi - 1) * st]) - s0 + 1;
           if (ns <= Block) {
@@ -504,6 +505,24 @@ struct GatherRows {
     HostVec<float>::type r[4];
     if (!load_rows3x4(v.ptr, v.n, s, r)) return false;
     store_rows3x4(o.ptr + i * 3, r);
+    return true;
+  }
+  /// Rows of 3 floats divided by their segment's count (mean's backward): the plain gather's
+  /// loads, the four factors one vector division (the same bits as coeffs), splat across the
+  /// rows (splat_rows3x4).
+  template <int W>
+  KOKKOS_FORCEINLINE_FUNCTION bool packed_quad(index_t i, const index_t (&s)[4]) const
+      requires(W == 3 && !Scale::identity && !Splat && std::is_same_v<T, float> &&
+               std::is_same_v<S, float>) {
+    using V = HostVec<float>::type;
+    V r[4], p[3], k[3];
+    if (!load_rows3x4(v.ptr, v.n, s, r)) return false;
+    pack_rows3x4(r, p);
+    splat_rows3x4(V{1, 1, 1, 1} / V{static_cast<T>(scale(s[0])), static_cast<T>(scale(s[1])),
+                                    static_cast<T>(scale(s[2])), static_cast<T>(scale(s[3]))},
+                  k);
+    for (int d = 0; d < 3; ++d) p[d] *= k[d];
+    __builtin_memcpy(o.ptr + i * 3, p, sizeof(p));
     return true;
   }
   /// Splat, rows of 3 floats, not scaled: elements i .. i + 3 from four values, three vector
