@@ -340,6 +340,25 @@ TEST(Linear, OverloadsWithoutInstanceMatch) {
     }
 }
 
+/// mean_backward of rows of 3 floats: packed rows take host vectors four elements at a time (one
+/// vector division for their factors), rows of g in LayoutLeft the scalar path; the bits agree.
+TEST(Linear, MeanBackwardPackedRowsGiveTheBitsOfOtherLayouts) {
+  std::mt19937_64 rng(47);
+  for (Mode mode : kModes)
+    for (const auto& c : regimes(47, mode)) {
+      const auto seg = make_segments<std::int32_t>(c, mode);
+      const auto vals = random_vector<float>(rng, c.m * 3);
+      const auto right = device_matrix<float>(vals, c.m, 3);
+      const auto left = device_matrix<float, Kokkos::LayoutLeft>(vals, c.m, 3);
+      auto gx = [&](const auto& g) {
+        auto out = uninit<Kokkos::View<float**, Kokkos::LayoutRight, Mem>>("gx", c.n(), 3);
+        segops::segmented_mean_backward(Exec(), seg, g, out);
+        return host_bytes(out);
+      };
+      EXPECT_EQ(gx(right), gx(left)) << mode_name(mode) << " " << c.name;
+    }
+}
+
 /// NaN and Inf propagate as plain arithmetic would, and only into their own segment or element.
 TEST(Linear, NanAndInfPropagate) {
   const Case c{"nan", {0, 0, 1, 1, 2, 2}, 4};

@@ -207,5 +207,42 @@ TEST(MatvecDeterminism, SortedAndDeterministicAreBitwiseReproducible) {
     }
 }
 
+/// Packed 3x3 float blocks with packed rows take host vectors, four elements at a time where they
+/// can; the same matrices in LayoutLeft take the scalar products. Both add the products in one
+/// order, so the bits agree: matvec and matvec_transposed (the two orientations of a block), and
+/// matvec_backward's gx (the transposed product of g).
+TEST(MatvecDeterminism, PackedBlocksGiveTheBitsOfOtherLayouts) {
+  std::mt19937_64 rng(253);
+  for (Mode mode : kModes)
+    for (const auto& c : regimes(253, mode)) {
+      const auto seg = make_segments<std::int32_t>(c, mode);
+      const auto vals = random_vector<float>(rng, c.m * 9);
+      auto right = uninit<Kokkos::View<float***, Kokkos::LayoutRight, Mem>>("A", c.m, 3, 3);
+      auto left = uninit<Kokkos::View<float***, Kokkos::LayoutLeft, Mem>>("A", c.m, 3, 3);
+      auto h = Kokkos::create_mirror_view(right);
+      if (!vals.empty()) std::memcpy(h.data(), vals.data(), vals.size() * sizeof(float));
+      Kokkos::deep_copy(right, h);
+      Kokkos::deep_copy(left, right);
+      const auto x = device_matrix<float>(random_vector<float>(rng, c.n() * 3), c.n(), 3);
+      const auto g = device_matrix<float>(random_vector<float>(rng, c.n() * 3), c.n(), 3);
+      auto outputs = [&](const auto& a) {
+        const Kokkos::View<const float***, typename std::decay_t<decltype(a)>::array_layout, Mem>
+            A = a;
+        auto o = uninit<Kokkos::View<float**, Kokkos::LayoutRight, Mem>>("o", c.n(), 3);
+        auto ot = uninit<Kokkos::View<float**, Kokkos::LayoutRight, Mem>>("ot", c.n(), 3);
+        auto gx = uninit<Kokkos::View<float**, Kokkos::LayoutRight, Mem>>("gx", c.n(), 3);
+        auto gA = uninit<Kokkos::View<float***, Kokkos::LayoutRight, Mem>>("gA", c.m, 3, 3);
+        segops::segmented_matvec(Exec(), seg, A, x, o);
+        segops::segmented_matvec_transposed(Exec(), seg, A, x, ot);
+        segops::segmented_matvec_backward(Exec(), seg, A, x, g, gx, gA);
+        return std::vector{host_bytes(o), host_bytes(ot), host_bytes(gx)};
+      };
+      const auto packed = outputs(right), other = outputs(left);
+      const char* names[] = {"matvec o", "matvec_transposed o", "matvec_backward gx"};
+      for (int k = 0; k < 3; ++k)
+        EXPECT_EQ(packed[k], other[k]) << mode_name(mode) << " " << c.name << ": " << names[k];
+    }
+}
+
 }  // namespace
 }  // namespace segtest::ops
