@@ -8,6 +8,7 @@
 #include <Kokkos_Core.hpp>
 #include <cstdint>
 #include <limits>
+#include <segops/impl/host_vectors.hpp>
 #include <segops/impl/segmented_reduce.hpp>
 #include <segops/impl/views.hpp>
 #include <type_traits>
@@ -74,6 +75,23 @@ struct RowNorm {
       return Kokkos::sqrt(r);
     }
   }
+#ifdef SEGOPS_HOST_VECTORS
+  /// The values of elements e .. e + 3 (rows of 3 floats, packed): their three vectors squared,
+  /// component k of each gathered into one vector, added as operator() adds them, four square
+  /// roots at once; the same bits.
+  HostVec<float>::type values4(index_t e) const
+      requires(W == 3 && std::is_same_v<V, float> && std::is_same_v<T, float>) {
+    using F = HostVec<float>::type;
+    const float* p = x.ptr + e * 3;
+    const F a = load_vec<F>(p), b = load_vec<F>(p + 4), c = load_vec<F>(p + 8);
+    const F sa = a * a, sb = b * b, sc = c * c;  // rows 0 1 2 0 | 1 2 0 1 | 2 0 1 2
+    const F ab0 = shuffle<0, 3, 6, 6>(sa, sb), ab1 = shuffle<1, 4, 7, 7>(sa, sb),
+            ab2 = shuffle<2, 5, 5, 5>(sa, sb);
+    const F c0 = shuffle<0, 1, 2, 5>(ab0, sc), c1 = shuffle<0, 1, 2, 6>(ab1, sc),
+            c2 = shuffle<0, 1, 4, 7>(ab2, sc);
+    return vec_sqrt(((F{} + c0) + c1) + c2);
+  }
+#endif
 };
 /// f(RowNorm<V, T, W>{x}): on host backends, for packed 3-vectors (the MD case) W = 3, so the
 /// reduction's loops (the walk over sorted positions above all) test no width per element (rows of
@@ -208,6 +226,22 @@ struct MaxLocReducer {
   KOKKOS_FUNCTION void zero_rows(index_t b, index_t e) const {
     for (index_t s = b; s < e; ++s) init(OutSlot{s});
   }
+#ifdef SEGOPS_HOST_VECTORS
+  /// TileReduce::walk, single values without an arg that the value computes four at a time
+  /// (RowNorm::values4: max_norm of rows of 3 floats): the rows set by walk_init, positions
+  /// [b, hi) improve their segment's row one after the other, as a plain loop does. The norms'
+  /// four square roots at once take the cost; the lockstep streams bought nothing here.
+  template <int W, class Ids>
+  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const
+      requires(W == 1 && !Arg && requires(const Value& v) { v.values4(index_t(0)); }) {
+    index_t p = b;
+    for (; p + 4 <= hi; p += 4) {
+      const auto v = value.values4(p);
+      for (int k = 0; k < 4; ++k) improve(out(static_cast<index_t>(id(p + k)), 0), v[k]);
+    }
+    for (; p < hi; ++p) improve(out(static_cast<index_t>(id(p)), 0), value(p, 0));
+  }
+#endif
   /// o = the better of o and v: a max or min instruction (ties keep o) and the first NaN; the
   /// value select(better(v, o), v, o) gives, without the integer unit.
   static KOKKOS_FORCEINLINE_FUNCTION void improve(V& o, V v) {

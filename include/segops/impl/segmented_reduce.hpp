@@ -160,12 +160,33 @@ struct TileReduce {
   /// dependency chains, and independent chains overlap. Empty segments are zeroed as they are
   /// passed; finalize runs afterwards over the segments that end inside the tile (one that crosses
   /// the tile end is completed and finalized by the fixup). The cuts depend only on the ids and
-  /// the tiling, so results stay reproducible.
+  /// the tiling, so results stay reproducible. A reducer with walk_positions (MaxLocReducer's
+  /// max_norm without an arg) walks the positions itself, in order.
   static constexpr int kStreams = 4;
   template <int W>
   KOKKOS_FUNCTION void walk(index_t b, index_t hi, index_t s, index_t s_end) const {
-    constexpr int K = kStreams;
     const R rl = r;  // locals: the fields stay in registers across the stores
+    index_t last;    // the segment of the last position (s - 1 for none)
+    if constexpr (requires { rl.template walk_positions<W>(b, hi, ids); }) {
+      const Ids id = ids;
+      rl.walk_init(s, s_end);  // a reducer that walks the positions itself (MaxLocReducer)
+      rl.template walk_positions<W>(b, hi, id);
+      last = hi > b ? static_cast<index_t>(id(hi - 1)) : s - 1;
+    } else {
+      last = walk_streams<W>(rl, b, hi, s, s_end);
+    }
+    // trailing empty segments (only the last tile has segments after its last position)
+    if (last + 1 < s_end) rl.zero_rows(last + 1, s_end);
+    if constexpr (R::has_finalize) {
+      const index_t done = last >= s && offsets(last + 1) > hi ? last : s_end;
+      for (index_t u = s; u < done; ++u) rl.finalize(u);
+    }
+  }
+  /// walk's streams; returns the segment of the last position (s - 1 for none).
+  template <int W>
+  KOKKOS_FUNCTION index_t walk_streams(const R& rl, index_t b, index_t hi, index_t s,
+                                       index_t s_end) const {
+    constexpr int K = kStreams;
     const Ids id = ids;
     if constexpr (requires { rl.walk_init(s, s_end); }) rl.walk_init(s, s_end);
     struct Stream {
@@ -211,13 +232,7 @@ struct TileReduce {
     }
     for (int k = 0; k < K; ++k)
       for (index_t p = q[k] + common; p < q[k + 1]; ++p) step(st[k], p);
-    const index_t last = st[K - 1].prev;
-    // trailing empty segments (only the last tile has segments after its last position)
-    if (last + 1 < s_end) rl.zero_rows(last + 1, s_end);
-    if constexpr (R::has_finalize) {
-      const index_t done = last >= s && offsets(last + 1) > hi ? last : s_end;
-      for (index_t u = s; u < done; ++u) rl.finalize(u);
-    }
+    return st[K - 1].prev;
   }
   KOKKOS_FUNCTION void operator()(FixupTag, index_t t) const {
     const index_t hi = Kokkos::min(n, (t + 1) * tile);
