@@ -52,9 +52,14 @@ struct MatVec {
     return m.r == W && m.c == W && m.s0 == W * W &&
            ((m.s1 == W && m.s2 == 1) || (m.s1 == 1 && m.s2 == W));
   }
+  /// A (and B, in A's orientation) are packed W x W blocks.
+  template <int W>
+  KOKKOS_FUNCTION bool blocks_packed() const {
+    return packed_block<W>(a) && (!Two || (packed_block<W>(b) && b.s1 == a.s1));
+  }
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION void packed(index_t i, index_t s) const {
-    if (packed_block<W>(a) && (!Two || (packed_block<W>(b) && b.s1 == a.s1))) {
+    if (blocks_packed<W>()) {
       if (a.s2 == 1)
         packed_as<W, W, 1>(i, s);
       else
@@ -95,10 +100,9 @@ struct MatVec {
   template <int W>
   KOKKOS_FORCEINLINE_FUNCTION bool packed_quad(index_t i, const index_t (&s)[4]) const
       requires(W == 3 && kFloats) {
-    if (!packed_block<3>(a) || !all_below(s, a.n - 1) || i + 4 >= x.n) return false;
+    if (!blocks_packed<3>() || !all_below(s, a.n - 1) || i + 4 >= x.n) return false;
     if constexpr (Two)
-      if (!packed_block<3>(b) || b.s1 != a.s1 || !all_below(s, b.n - 1) || i + 4 >= y.n)
-        return false;
+      if (!all_below(s, b.n - 1) || i + 4 >= y.n) return false;
     if (a.s2 == 1)
       quad_as<true>(i, s);
     else
@@ -131,14 +135,15 @@ struct MatVec {
     using V = HostVec<float>::type;
     const V x = load_vec<V>(v), m0 = load_vec<V>(m), m1 = load_vec<V>(m + 3),
             m2 = load_vec<V>(m + 6);
-    if constexpr (Rows) {  // lane q of t_p = m(p, q) v(q): transposed, column q's products in lane
-                           // p
+    // Rows: lane q of t_p is m(p, q) v(q); transposed, column q's products land in lane p.
+    // Columns: m_q is column q.
+    if constexpr (Rows) {
       const V t0 = m0 * x, t1 = m1 * x, t2 = m2 * x;
       const V lo = shuffle<0, 4, 1, 5>(t0, t1), hi = shuffle<2, 6, 3, 7>(t0, t1);
       r += shuffle<0, 1, 4, 4>(lo, t2);
       r += shuffle<2, 3, 5, 5>(lo, t2);
       r += shuffle<0, 1, 6, 6>(hi, t2);
-    } else {  // m_q is column q
+    } else {
       r += m0 * shuffle<0, 0, 0, 0>(x, x);
       r += m1 * shuffle<1, 1, 1, 1>(x, x);
       r += m2 * shuffle<2, 2, 2, 2>(x, x);
