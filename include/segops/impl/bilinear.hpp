@@ -123,7 +123,7 @@ struct Combination {
     V k[3], r[3];
     splat_rows3x4(V{coeffs(s[0])[0], coeffs(s[1])[0], coeffs(s[2])[0], coeffs(s[3])[0]}, k);
     for (int d = 0; d < 3; ++d) r[d] = k[d] * load_vec<V>(t[0].ptr + i * 3 + 4 * d);
-    __builtin_memcpy(o.ptr + i * 3, r, sizeof(r));
+    store_packed3(o.ptr + i * 3, r);
     return true;
   }
 #endif
@@ -284,7 +284,7 @@ struct AxpyInPlace {
     if (!load_splat3x4(a, s, k)) return false;
     for (int d = 0; d < 3; ++d)
       r[d] = load_vec<V>(y.ptr + i * 3 + 4 * d) + k[d] * load_vec<V>(x.ptr + i * 3 + 4 * d);
-    __builtin_memcpy(y.ptr + i * 3, r, sizeof(r));
+    store_packed3(y.ptr + i * 3, r);
     return true;
   }
 #endif
@@ -326,7 +326,7 @@ struct AddRow {
     if (!load_rows3x4(b.ptr, b.n, s, r)) return false;
     pack_rows3x4(r, v);
     for (int k = 0; k < 3; ++k) v[k] += load_vec<V>(x.ptr + i * 3 + 4 * k);
-    __builtin_memcpy(o.ptr + i * 3, v, sizeof(v));
+    store_packed3(o.ptr + i * 3, v);
     return true;
   }
 #endif

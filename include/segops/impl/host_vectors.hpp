@@ -164,13 +164,18 @@ inline void pack_rows3x4(const HostVec<float>::type (&r)[4], HostVec<float>::typ
   v[2] = shuffle<2, 4, 5, 6>(r[2], r[3]);
 }
 
+/// The 12 floats of three vectors stored at o, one vector store each. (One 48-byte copy of the
+/// three compiled to `rep movs` where they were on the stack.)
+inline void store_packed3(float* o, const HostVec<float>::type (&v)[3]) {
+  for (int k = 0; k < 3; ++k) __builtin_memcpy(o + 4 * k, &v[k], sizeof(v[k]));
+}
+
 /// Rows r (as pack_rows3x4) stored packed at o: three vector stores where a row at a time takes
-/// twelve scalar ones. (One 48-byte copy of the three compiled to `rep movs` where r was on the
-/// stack.)
+/// twelve scalar ones.
 inline void store_rows3x4(float* o, const HostVec<float>::type (&r)[4]) {
   HostVec<float>::type v[3];
   pack_rows3x4(r, v);
-  for (int k = 0; k < 3; ++k) __builtin_memcpy(o + 4 * k, &v[k], sizeof(v[k]));
+  store_packed3(o, v);
 }
 
 /// Whether s[0 .. 4) all lie in [0, n).

@@ -522,7 +522,7 @@ struct GatherRows {
                                     static_cast<T>(scale(s[2])), static_cast<T>(scale(s[3]))},
                   k);
     for (int d = 0; d < 3; ++d) p[d] *= k[d];
-    __builtin_memcpy(o.ptr + i * 3, p, sizeof(p));
+    store_packed3(o.ptr + i * 3, p);
     return true;
   }
   /// Splat, rows of 3 floats, not scaled: elements i .. i + 3 from four values, three vector
@@ -534,7 +534,7 @@ struct GatherRows {
                std::is_same_v<S, float>) {
     HostVec<float>::type r[3];
     if (!load_splat3x4(v, s, r)) return false;
-    __builtin_memcpy(o.ptr + i * 3, r, sizeof(r));
+    store_packed3(o.ptr + i * 3, r);
     return true;
   }
 #endif
