@@ -227,19 +227,23 @@ struct MaxLocReducer {
     for (index_t s = b; s < e; ++s) init(OutSlot{s});
   }
 #ifdef SEGOPS_HOST_VECTORS
-  /// TileReduce::walk, single values without an arg that the value computes four at a time
-  /// (RowNorm::values4: max_norm of rows of 3 floats): the rows set by walk_init, positions
-  /// [b, hi) improve their segment's row one after the other, as a plain loop does. The norms'
-  /// four square roots at once take the cost; the lockstep streams bought nothing here.
+  /// TileReduce::walk without an arg (host builds): the rows set by walk_init, positions [b, hi)
+  /// improve their segment's row one after the other, as a plain loop does; the lockstep streams
+  /// bought nothing here. Values the value computes four at a time (RowNorm::values4: max_norm of
+  /// rows of 3 floats) take four square roots at once. Rows of 3 floats, L = 3, N = 1e6, sorted,
+  /// 2 threads: max_norm min 2.29 -> 1.55 ms; max min 1.62 -> 1.41 ms, median 3.04 -> 1.45 ms.
   template <int W, class Ids>
-  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const
-      requires(W == 1 && !Arg && requires(const Value& v) { v.values4(index_t(0)); }) {
+  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const requires(!Arg) {
     index_t p = b;
-    for (; p + 4 <= hi; p += 4) {
-      const auto v = value.values4(p);
-      for (int k = 0; k < 4; ++k) improve(out(static_cast<index_t>(id(p + k)), 0), v[k]);
+    if constexpr (W == 1 && requires(const Value& v) { v.values4(index_t(0)); })
+      for (; p + 4 <= hi; p += 4) {
+        const auto v = value.values4(p);
+        for (int k = 0; k < 4; ++k) improve(out(static_cast<index_t>(id(p + k)), 0), v[k]);
+      }
+    for (; p < hi; ++p) {
+      const index_t s = static_cast<index_t>(id(p));
+      for (int j = 0; j < W; ++j) improve(out(s, j), value(p, j));
     }
-    for (; p < hi; ++p) improve(out(static_cast<index_t>(id(p)), 0), value(p, 0));
   }
 #endif
   /// o = the better of o and v: a max or min instruction (ties keep o) and the first NaN; the
