@@ -160,8 +160,8 @@ struct TileReduce {
   /// dependency chains, and independent chains overlap. Empty segments are zeroed as they are
   /// passed; finalize runs afterwards over the segments that end inside the tile (one that crosses
   /// the tile end is completed and finalized by the fixup). The cuts depend only on the ids and
-  /// the tiling, so results stay reproducible. A reducer with walk_positions (MaxLocReducer's
-  /// max_norm without an arg) walks the positions itself, in order.
+  /// the tiling, so results stay reproducible. A reducer with walk_positions (MaxLocReducer without
+  /// an arg, host builds) walks the positions itself, in order.
   static constexpr int kStreams = 4;
   template <int W>
   KOKKOS_FUNCTION void walk(index_t b, index_t hi, index_t s, index_t s_end) const {
