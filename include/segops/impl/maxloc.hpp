@@ -53,6 +53,7 @@ KOKKOS_FUNCTION void atomic_improve(V* p, V v) {
 /// value(e, k) = x(e, k) in V: per-component max/min.
 template <class V, class T>
 struct ComponentValue {
+  static constexpr bool components = true;  // value(e, k) is x's entry: packed rows read directly
   Mat<const T> x;
   KOKKOS_FUNCTION V operator()(index_t e, index_t k) const { return static_cast<V>(x(e, k)); }
 };
@@ -110,7 +111,8 @@ void with_row_norm(Mat<const T> x, const F& f) {
 /// index is not tracked at all (the walk over sorted positions then carries half the state).
 template <class V, class I, class Value, class Counts, bool IsMax, bool ZeroIfEmpty, bool Arg>
 struct MaxLocReducer {
-  static constexpr bool has_finalize = true;
+  // finalize writes only zeros for empty segments (ZeroIfEmpty) and -1 for unset indices (Arg)
+  static constexpr bool has_finalize = ZeroIfEmpty || Arg;
   static constexpr bool has_arg_pass = true;
   static constexpr bool can_walk = true;
   static constexpr int max_walk_width = 4;
@@ -224,6 +226,11 @@ struct MaxLocReducer {
     }
   }
   KOKKOS_FUNCTION void zero_rows(index_t b, index_t e) const {
+    if (!wants_arg() && packed(out) && out.d == w) {  // one run of identities (a vector fill)
+      V* o = out.ptr;
+      for (index_t k = b * w; k < e * w; ++k) o[k] = identity();
+      return;
+    }
     for (index_t s = b; s < e; ++s) init(OutSlot{s});
   }
 #ifdef SEGOPS_HOST_VECTORS
@@ -240,6 +247,16 @@ struct MaxLocReducer {
         const auto v = value.values4(p);
         for (int k = 0; k < 4; ++k) improve(out(static_cast<index_t>(id(p + k)), 0), v[k]);
       }
+    if constexpr (W > 1 && requires { Value::components; })
+      if (packed(out) && out.d == W && packed(value.x) && value.x.d == W) {  // no strides
+        V* o = out.ptr;
+        const auto* xp = value.x.ptr;
+        for (; p < hi; ++p) {
+          const index_t s = static_cast<index_t>(id(p));
+          for (int j = 0; j < W; ++j) improve(o[s * W + j], static_cast<V>(xp[p * W + j]));
+        }
+        return;
+      }
     for (; p < hi; ++p) {
       const index_t s = static_cast<index_t>(id(p));
       for (int j = 0; j < W; ++j) improve(out(s, j), value(p, j));
@@ -250,7 +267,8 @@ struct MaxLocReducer {
   /// value select(better(v, o), v, o) gives, without the integer unit.
   static KOKKOS_FORCEINLINE_FUNCTION void improve(V& o, V v) {
     V m = IsMax ? (v > o ? v : o) : (v < o ? v : o);
-    if ((v != v) & (o == o)) m = v;  // rare
+    if (v != v) [[unlikely]]  // one test per value where the common path is tested first
+      if (o == o) m = v;
     o = m;
   }
   // PrivateReduce: the output as packed rows, elements [lo, hi) improving rows of a copy, a
