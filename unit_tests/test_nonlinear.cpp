@@ -239,6 +239,96 @@ TEST(Nonlinear, NanAndInfinity) {
   }
 }
 
+/// max, min and max_norm without the arg output, rows of 1 to 4 in float and double, with NaN and
+/// infinities scattered at random, over many tiles of short segments (the sorted walk, which
+/// tests four positions at a time for NaN and skips improve's NaN rule where there is none) and
+/// over long ones (one vector of bests per segment, which hands segments holding a NaN to
+/// improve's loop; the last segment holds x's last row): every segment holding a NaN gives NaN,
+/// the others their max or min exactly (max_norm to rounding), empty ones -inf / +inf (0).
+template <class T>
+void nan_without_arg_sweep(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<i64> short_counts(2400), long_counts(200);
+  for (auto& x : short_counts) x = static_cast<i64>(rng() % 6);
+  for (auto& x : long_counts) x = static_cast<i64>(rng() % 61);
+  long_counts.back() = 100;
+  const double nan = std::numeric_limits<double>::quiet_NaN(),
+               inf = std::numeric_limits<double>::infinity();
+  for (Mode mode : kModes)
+    for (const auto* counts : {&short_counts, &long_counts})
+      for (i64 d = 1; d <= 4; ++d)
+        for (int every : {0, 5, 97, 1000}) {  // about one value in `every` is NaN (0: none)
+          Case c{counts == &short_counts ? "short_many_tiles" : "long", ids_from_counts(*counts),
+                 static_cast<i64>(counts->size())};
+          if (mode != Mode::Sorted) std::shuffle(c.ids.begin(), c.ids.end(), rng);
+          std::vector<T> x = random_vector<T>(rng, static_cast<size_t>(c.n() * d));
+          for (auto& v : x) {
+            const auto r = rng() % 200;
+            if (every > 0 && static_cast<int>(rng() % static_cast<std::uint64_t>(every)) == 0)
+              v = static_cast<T>(nan);
+            else if (r == 0)
+              v = static_cast<T>(inf);
+            else if (r == 1)
+              v = static_cast<T>(-inf);
+          }
+          std::vector<double> hi(c.m * d, -inf), lo(c.m * d, inf);
+          std::vector<bool> has_nan(c.m * d, false);
+          for (i64 i = 0; i < c.n(); ++i)
+            for (i64 k = 0; k < d; ++k) {
+              const i64 o = c.ids[i] * d + k;
+              const double v = static_cast<double>(x[i * d + k]);
+              if (std::isnan(v)) has_nan[o] = true;
+              hi[o] = std::max(hi[o], v);
+              lo[o] = std::min(lo[o], v);
+            }
+          const auto seg = make_segments<std::int32_t>(c, mode);
+          const auto xv = device_matrix<T>(x, c.n(), d);
+          std::vector<double> norm(c.m, 0);  // max_norm: 0 for empty segments
+          std::vector<bool> row_nan(c.m, false);
+          for (i64 i = 0; i < c.n(); ++i) {
+            double q = 0;
+            for (i64 k = 0; k < d; ++k) q += double(x[i * d + k]) * double(x[i * d + k]);
+            if (std::isnan(q))
+              row_nan[c.ids[i]] = true;
+            else
+              norm[c.ids[i]] = std::max(norm[c.ids[i]], std::sqrt(q));
+          }
+          const auto mx = poisoned_view<T, 2>(c.m, d), mn = poisoned_view<T, 2>(c.m, d);
+          const auto nrm = poisoned_view<T, 1>(c.m, 1);
+          segops::segmented_max(Exec(), seg, xv, mx);
+          segops::segmented_min(Exec(), seg, xv, mn);
+          segops::segmented_max_norm(Exec(), seg, xv, nrm);
+          const auto hmx = to_host(mx), hmn = to_host(mn), hn = to_host(nrm);
+          const std::string what = c.name + " " + mode_name(mode) + " D=" + std::to_string(d) +
+                                   " every=" + std::to_string(every);
+          i64 wrong = 0, nans = 0;
+          for (i64 o = 0; o < c.m * d; ++o) {
+            nans += has_nan[o];
+            if (has_nan[o] ? !(std::isnan(hmx[o]) && std::isnan(hmn[o]))
+                           : !(hmx[o] == hi[o] && hmn[o] == lo[o])) {
+              if (++wrong <= 3)
+                ADD_FAILURE() << what << " row " << o / d << " component " << o % d << ": max "
+                              << hmx[o] << " min " << hmn[o] << ", expected "
+                              << (has_nan[o] ? nan : hi[o]) << " and "
+                              << (has_nan[o] ? nan : lo[o]);
+            }
+          }
+          for (i64 g = 0; g < c.m; ++g) {
+            const bool ok =
+                row_nan[g] ? std::isnan(hn[g])
+                           : hn[g] == norm[g] || std::abs(hn[g] - norm[g]) <= tol<T>() * norm[g];
+            if (!ok && ++wrong <= 3)
+              ADD_FAILURE() << what << " max_norm of segment " << g << ": " << hn[g]
+                            << ", expected " << (row_nan[g] ? nan : norm[g]);
+          }
+          EXPECT_EQ(wrong, 0) << what;
+          if (every > 0) EXPECT_GT(nans, 0) << what;  // the case holds NaN where it should
+          if (every == 0) EXPECT_EQ(nans, 0) << what;
+        }
+}
+TEST(Nonlinear, NanWithoutArgFloat) { nan_without_arg_sweep<float>(391); }
+TEST(Nonlinear, NanWithoutArgDouble) { nan_without_arg_sweep<double>(392); }
+
 // ---- bad input: each throws segops::Error naming the op and the argument, outputs untouched ----
 
 struct Small {

@@ -213,6 +213,47 @@ inline bool load_splat3x4(const Mat<const float>& v, const index_t (&s)[4],
   return true;
 }
 
+/// Whether any lane of a vector compare's result (all ones or zero per lane) is set.
+template <class B>
+inline bool any_lane(B m) {
+#ifdef __SSE2__
+  return _mm_movemask_epi8((__m128i)m) != 0;
+#else
+  bool any = false;
+  for (int l = 0; l < int(sizeof(B) / sizeof(m[0])); ++l) any |= m[l] != 0;
+  return any;
+#endif
+}
+
+/// Whether any of the NV vectors of T at p (NV * 16 bytes, all readable) holds a NaN: one
+/// unordered compare per vector and one test.
+template <class T, int NV>
+inline bool any_nan(const T* p) {
+  using B = typename HostVec<T>::bits;
+  B m{};
+  for (int k = 0; k < NV; ++k) {
+    const auto v = load_vec<typename HostVec<T>::type>(p + k * (16 / sizeof(T)));
+    m |= (B)(v != v);
+  }
+  return any_lane(m);
+}
+
+/// Lane-wise v > o ? v : o (IsMax) or v < o ? v : o: one maxps / minps (ties, and a NaN in
+/// either, keep o).
+template <bool IsMax, class V>
+inline V vec_better(V v, V o) {
+#ifdef __SSE2__
+  if constexpr (sizeof(v[0]) == 4)
+    return (V)(IsMax ? _mm_max_ps((__m128)v, (__m128)o) : _mm_min_ps((__m128)v, (__m128)o));
+  else
+    return (V)(IsMax ? _mm_max_pd((__m128d)v, (__m128d)o) : _mm_min_pd((__m128d)v, (__m128d)o));
+#else
+  for (int l = 0; l < int(sizeof(V) / sizeof(v[0])); ++l)
+    o[l] = IsMax ? (v[l] > o[l] ? v[l] : o[l]) : (v[l] < o[l] ? v[l] : o[l]);
+  return o;
+#endif
+}
+
 /// Lane-wise square root (correctly rounded, as std::sqrt).
 template <class V>
 inline V vec_sqrt(V v) {
