@@ -295,63 +295,71 @@ struct MaxLocReducer {
   }
 #ifdef SEGOPS_HOST_VECTORS
   /// TileReduce::walk without an arg (host builds): the rows set by walk_init, positions [b, hi)
-  /// improve their segment's row one after the other, as a plain loop does; the lockstep streams
-  /// bought nothing here. Values the value computes four at a time (RowNorm::values4: max_norm of
-  /// rows of 3 floats) take four square roots at once; packed rows of x and out go to
-  /// improve_rows. Either way one vector test finds whether four positions' values hold a NaN,
-  /// and where none does (the common case) each value takes one max or min instruction, without
-  /// improve's NaN test. max of rows of 3 floats, L = 3, N = 1e6, sorted, 1 thread: 34 -> 21
-  /// instructions per element (callgrind), 2.0 -> 1.6 ms.
+  /// improve their segment's row one after the other, as a plain loop does (improve_positions
+  /// where it applies); the lockstep streams bought nothing here.
   template <int W, class Ids>
   KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const requires(!Arg) {
-    index_t p = b;
-    if constexpr (W == 1 && requires(const Value& v) { v.values4(index_t(0)); })
-      for (; p + 4 <= hi; p += 4) {
-        const auto v = value.values4(p);
-        if (any_lane(v != v)) [[unlikely]] {
-          for (int k = 0; k < 4; ++k) improve(out(static_cast<index_t>(id(p + k)), 0), v[k]);
-          continue;
-        }
-        for (int k = 0; k < 4; ++k) {
-          V& o = out(static_cast<index_t>(id(p + k)), 0);
-          o = better_number(o, v[k]);
-        }
-      }
-    if constexpr (requires { Value::components; })
-      if (packed(out) && out.d == W && packed(value.x) && value.x.d == W)  // no strides
-        return improve_rows<W, false>(out.ptr, value.x.ptr, p, hi,
-                                      [&](index_t q) { return static_cast<index_t>(id(q)); });
-    for (; p < hi; ++p) {
+    if (packed(out) && out.d == W && improve_positions<W, false>(out.ptr, b, hi, [&](index_t q) {
+          return static_cast<index_t>(id(q));
+        }))
+      return;
+    for (index_t p = b; p < hi; ++p) {
       const index_t s = static_cast<index_t>(id(p));
       for (int j = 0; j < W; ++j) improve(out(s, j), value(p, j));
     }
   }
-  /// Packed rows of width W at `rows` improved by x's packed rows at positions [lo, hi) in order,
-  /// position q's into row row(q) (where Drops, row(q) < 0 skips the position). Four positions
-  /// at a time, one vector test finds whether their values hold a NaN, and where none does (the
-  /// common case) each value takes one max or min instruction, without improve's NaN test.
-  /// Unsorted ids (scatter), max of rows of 3 floats, L = 3, N = 1e6, 2 threads: 1.9 -> 1.3 ms.
-  template <int W, bool Drops, class T, class Row>
-  static KOKKOS_FUNCTION void improve_rows(V* rows, const T* xp, index_t lo, index_t hi,
-                                           const Row& row) {
-    auto position = [&](index_t q, auto step) {
-      const index_t r = row(q);
-      if (Drops && r < 0) return;  // dropped ids: predictable
-      for (int j = 0; j < W; ++j) step(rows[r * W + j], static_cast<V>(xp[q * W + j]));
-    };
-    auto with_nan = [](V& o, V v) { improve(o, v); };
-    index_t p = lo;
-    if constexpr (HostVec<T>::ok) {
-      constexpr int nv = W * int(sizeof(T)) / 4;  // the vectors of four rows
+  /// Packed rows of width W at `rows` improved at positions [lo, hi) in order, position q's
+  /// values into row row(q) (where Drops, row(q) < 0 skips the position), four positions at a
+  /// time where the values come four at a time: packed rows of x (ComponentValue), or four norms
+  /// with four square roots at once (RowNorm::values4: max_norm of rows of 3 floats). One vector
+  /// test finds whether the four positions' values hold a NaN, and where none does (the common
+  /// case) each value takes one max or min instruction, without improve's NaN test. False
+  /// (nothing done) where the values do not come four at a time. max of rows of 3 floats, L = 3,
+  /// N = 1e6: sorted, 1 thread, 34 -> 21 instructions per element (callgrind), 2.0 -> 1.6 ms;
+  /// unsorted (scatter), 2 threads, 1.9 -> 1.3 ms.
+  template <int W, bool Drops, class Row>
+  KOKKOS_FUNCTION bool improve_positions(V* rows, index_t lo, index_t hi, const Row& row) const {
+    // nan4(p): whether positions p .. p + 3 hold a NaN (and their values for four(p, k, j))
+    auto walk = [&](const auto& nan4, const auto& four) {
+      auto position = [&](index_t q, const auto& value_of, const auto& step) {
+        const index_t r = row(q);
+        if (Drops && r < 0) return;  // dropped ids: predictable
+        for (int j = 0; j < W; ++j) step(rows[r * W + j], value_of(j));
+      };
+      auto with_nan = [](V& o, V v) { improve(o, v); };
+      auto numbers = [](V& o, V v) { o = better_number(o, v); };
+      index_t p = lo;
       for (; p + 4 <= hi; p += 4) {
-        if (any_nan<T, nv>(xp + p * W)) [[unlikely]] {
-          for (index_t q = p; q < p + 4; ++q) position(q, with_nan);
+        if (nan4(p)) [[unlikely]] {
+          for (int k = 0; k < 4; ++k)
+            position(
+                p + k, [&](int j) { return four(p, k, j); }, with_nan);
           continue;
         }
-        for (index_t q = p; q < p + 4; ++q) position(q, [](V& o, V v) { o = better_number(o, v); });
+        for (int k = 0; k < 4; ++k)
+          position(
+              p + k, [&](int j) { return four(p, k, j); }, numbers);
       }
+      for (; p < hi; ++p)
+        position(
+            p, [&](int j) { return value(p, j); }, with_nan);
+      return true;
+    };
+    if constexpr (W == 1 && requires(const Value& v) { v.values4(index_t(0)); }) {
+      decltype(value.values4(0)) v{};
+      return walk([&](index_t p) { return v = value.values4(p), any_lane(v != v); },
+                  [&](index_t, int k, int) { return v[k]; });
+    } else if constexpr (requires { Value::components; }) {
+      using T = std::remove_const_t<std::remove_pointer_t<decltype(value.x.ptr)>>;
+      if constexpr (HostVec<T>::ok)
+        if (packed(value.x) && value.x.d == W) {
+          const T* xp = value.x.ptr;
+          constexpr int nv = W * int(sizeof(T)) / 4;  // the vectors of four rows
+          return walk([&](index_t p) { return any_nan<T, nv>(xp + p * W); },
+                      [&](index_t p, int k, int j) { return static_cast<V>(xp[(p + k) * W + j]); });
+        }
     }
-    for (; p < hi; ++p) position(p, with_nan);
+    return false;
   }
 #endif
   /// The better of o and a number v: a max or min instruction (ties keep o, and so does a NaN o).
@@ -387,9 +395,8 @@ struct MaxLocReducer {
         return s >= 0 && s < m ? s : index_t(-1);
       };
 #ifdef SEGOPS_HOST_VECTORS
-      if constexpr (W > 0 && requires { Value::components; })
-        if (packed(value.x) && value.x.d == W)
-          return improve_rows<W, true>(rows, value.x.ptr, lo, hi, row);
+      if constexpr (W > 0)
+        if (improve_positions<W, true>(rows, lo, hi, row)) return;
 #endif
       for (index_t i = lo; i < hi; ++i) {
         const index_t s = row(i);
