@@ -346,9 +346,12 @@ struct MaxLocReducer {
       return true;
     };
     if constexpr (W == 1 && requires(const Value& v) { v.values4(index_t(0)); }) {
-      decltype(value.values4(0)) v{};
-      return walk([&](index_t p) { return v = value.values4(p), any_lane(v != v); },
-                  [&](index_t, int k, int) { return v[k]; });
+      decltype(value.values4(0)) v{};  // the norms of the four positions nan4 saw last
+      auto nan4 = [&](index_t p) {
+        v = value.values4(p);
+        return any_lane(v != v);
+      };
+      return walk(nan4, [&](index_t, int k, int) { return v[k]; });
     } else if constexpr (requires { Value::components; }) {
       using T = std::remove_const_t<std::remove_pointer_t<decltype(value.x.ptr)>>;
       if constexpr (HostVec<T>::ok)
