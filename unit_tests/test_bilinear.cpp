@@ -23,6 +23,7 @@ TEST(Bilinear, ManySegmentsUnsorted) { many_segments_sweep<Bilinear>(127); }
 // Two 4-byte per-segment inputs per element stage from M = 131073 on: every op with two or more.
 TEST(Bilinear, StagedCoefficientsUnsorted) { staged_coefficients_sweep<Bilinear>(129, "", 150000); }
 TEST(Bilinear, FiniteDifferences) { fd_sweep<Bilinear>(131); }
+TEST(Bilinear, SmallCarryTiles) { carry_sweep<Bilinear>(133); }
 
 /// Products keep IEEE signed zeros: a_s = -1 times x_i = +0 is -0 in every component (a sum that
 /// started at +0 would turn it into +0), for rows of 1, 3 and 5, on every mode.

@@ -21,6 +21,7 @@ TEST(Matvec, TrustedDropsOutOfRangeIds) { dropped_sweep<Matvec>(221); }
 TEST(Matvec, NoSegmentsOrAllIdsDropped) { degenerate_sweep<Matvec>(225); }
 TEST(Matvec, ManySegmentsUnsorted) { many_segments_sweep<Matvec>(227); }
 TEST(Matvec, FiniteDifferences) { fd_sweep<Matvec>(231); }
+TEST(Matvec, SmallCarryTiles) { carry_sweep<Matvec>(233); }
 
 // ---- bad input: each throws segops::Error naming the op and the argument, outputs untouched ----
 

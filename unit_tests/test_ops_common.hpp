@@ -650,6 +650,29 @@ void staged_coefficients_sweep(std::uint64_t seed, const std::string& ops, i64 m
   trusted_case_sweep<Fam>(c, {Mode::Unsorted, Mode::Deterministic}, rng, ops);
 }
 
+/// Sorted and deterministic descriptors with carry capacities of 1, 3, 9 and 20 accumulators, on
+/// the regimes of 2000 elements or more: reduction tiles of several kTileQuantum blocks, a single
+/// tile, and rows wider than the carry (no tiles: those reductions take the schedule for unsorted
+/// ids).
+template <class Fam>
+void carry_sweep(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (Mode mode : {Mode::Sorted, Mode::Deterministic})
+    for (const auto& c : regimes(seed, mode)) {
+      if (c.n() < 2000) continue;
+      for (i64 cap : {1, 3, 9, 20}) {
+        const auto seg = make_segments<std::int64_t>(c, mode, false, cap);
+        for (const auto& def : Fam::ops()) {
+          const Dims dm = Fam::layout_dims();
+          check_op<Fam, float, double, i64, 2>(
+              def, seg, c, dm, rng,
+              describe(def, c, mode_name(mode), dm) + " carry_capacity " + std::to_string(cap));
+          if (::testing::Test::HasFailure()) return;
+        }
+      }
+    }
+}
+
 /// M = 0 with N = 0, and trusted descriptors whose ids are all out of range (M = 0 and M = 4):
 /// reductions over nothing, per-element outputs of dropped elements only.
 template <class Fam>
