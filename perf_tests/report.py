@@ -57,8 +57,11 @@ def main():
     # copy_same_bytes: a copy moving a case's minimal bytes at the case's size (N <= 1e6), the
     # least any implementation pays there; not a peer
     key = ("op", "order", "dtype", "index_type", "N", "M", "D", "sorted")
-    same_rows = [r for r in rows if r["impl"] == "copy_same_bytes"]
-    same = {tuple(r[k] for k in key): r["gbps"] for r in same_rows}
+
+    def case(r):  # the case a row measures, whatever implementation
+        return tuple(r[k] for k in key)
+
+    same = {case(r): r["gbps"] for r in rows if r["impl"] == "copy_same_bytes"}
     data = [r for r in rows if r["op"] != "copy" and r["impl"] != "copy_same_bytes"]
 
     # ---- main table
@@ -101,8 +104,8 @@ def main():
             best = max([r for r in (cpp, py) if r], key=lambda r: r["gbps"], default=None)
             sg = seg["gbps"] if seg else None
             if seg:
-                shown.add(tuple(seg[k] for k in key))
-            cs = same.get(tuple(seg[k] for k in key)) if seg else None
+                shown.add(case(seg))
+            cs = same.get(case(seg)) if seg else None
             xb = sg / best["gbps"] if seg and best else None
             xp = sg / py["gbps"] if seg and py else None
             c1 = f"{cpp['impl']} {cpp['gbps']:.2f}" if cpp else "-"
@@ -123,7 +126,7 @@ def main():
     cases = defaultdict(list)
     for r in data:
         if r["N"] >= 100000:
-            cases[tuple(r[k] for k in key)].append(r)
+            cases[case(r)].append(r)
     compared = won = 0
     for k, rs in sorted(cases.items()):
         seg = next((r for r in rs if r["impl"] == "segops"), None)

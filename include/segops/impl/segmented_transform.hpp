@@ -142,6 +142,15 @@ struct ElementTransform {
     }
     return true;
   }
+  /// Sorted ids: the segment of element lo and the number of segments from it to that of
+  /// element hi - 1.
+  struct SegmentSpan {
+    index_t s0, ns;
+  };
+  KOKKOS_FORCEINLINE_FUNCTION SegmentSpan block_segments(index_t lo, index_t hi) const {
+    const index_t s0 = static_cast<index_t>(ids[lo * stride]);
+    return {s0, static_cast<index_t>(ids[(hi - 1) * stride]) - s0 + 1};
+  }
   /// Sorted ids, single values that are one value per segment computed at a cost (a mean's
   /// gradient: a division), from a functor with segment_values4(s, x) (segments s .. s + 3),
   /// segment_value(s) and out_ptr(), in blocks of short segments: the block's segment values
@@ -158,8 +167,8 @@ struct ElementTransform {
     using T = std::remove_pointer_t<decltype(fl.out_ptr())>;
     const IdT* id = ids;
     const index_t st = stride, lo = blk * Block, hi = Kokkos::min(n, lo + Block);
-    const index_t s0 = static_cast<index_t>(id[lo * st]);
-    const index_t ns = static_cast<index_t>(id[(hi - 1) * st]) - s0 + 1;
+    const SegmentSpan span = block_segments(lo, hi);
+    const index_t s0 = span.s0, ns = span.ns;  // (s0 is captured below: no structured binding)
     if (ns > Block) return false;
     T d[Block];
     index_t k = 0;
@@ -218,9 +227,7 @@ struct ElementTransform {
         // 12.1 ms; rows of 3 floats are bound by memory either way). Not for functors that go
         // four elements at a time (quad), which would give that up.
         if constexpr (StagesCoefficients<F> && !ReadsCoefficients<F> && std::is_same_v<Q, NoQuad>) {
-          const index_t s0 = static_cast<index_t>(id[lo * st]);
-          const index_t ns = static_cast<index_t>(id[(hi - 1) * st]) - s0 + 1;
-          if (ns <= Block) {
+          if (const auto [s0, ns] = block_segments(lo, hi); ns <= Block) {
             Coeffs c[Block];
             for (index_t k = 0; k < ns; ++k) c[k] = fl.coeffs(s0 + k);
             for (index_t i = lo; i < hi; ++i) {
