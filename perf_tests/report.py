@@ -61,7 +61,8 @@ def main():
     def case(r):  # the case a row measures, whatever implementation
         return tuple(r[k] for k in key)
 
-    same = {case(r): r["gbps"] for r in rows if r["impl"] == "copy_same_bytes"}
+    same_rows = [r for r in rows if r["impl"] == "copy_same_bytes"]
+    same = {case(r): r["gbps"] for r in same_rows}
     data = [r for r in rows if r["op"] != "copy" and r["impl"] != "copy_same_bytes"]
 
     # ---- main table
@@ -205,6 +206,17 @@ def main():
 
     # ---- plots
     if args.plots:
+        # the rows of each family's plot (chosen before matplotlib is needed, so that the test of
+        # this script without it still runs this part)
+        series = {}
+        for fam in dict.fromkeys(r["op"] for r in data):
+            fr = [r for r in data + same_rows if r["op"] == fam and r["dtype"] == "float" and r["index_type"] == "int32"
+                  and r["M"] == r["N"] // 3 and r["N"] >= 100000]
+            d = 3 if any(r["D"] == 3 for r in fr) else 1
+            fr = [r for r in fr if r["D"] == d]
+            orders = [o for o in ORDERS if any(r["order"] == o for r in fr)]
+            if orders:
+                series[fam] = (fr, d, orders)
         try:
             import matplotlib
             matplotlib.use("Agg")
@@ -213,14 +225,7 @@ def main():
             print(f"missing: plots (matplotlib: {e})")
             return
         os.makedirs(args.plots, exist_ok=True)
-        for fam in dict.fromkeys(r["op"] for r in data):
-            fr = [r for r in data + same_rows if r["op"] == fam and r["dtype"] == "float" and r["index_type"] == "int32"
-                  and r["M"] == r["N"] // 3 and r["N"] >= 100000]
-            d = 3 if any(r["D"] == 3 for r in fr) else 1
-            fr = [r for r in fr if r["D"] == d]
-            orders = [o for o in ORDERS if any(r["order"] == o for r in fr)]
-            if not orders:
-                continue
+        for fam, (fr, d, orders) in series.items():
             fig, axes = plt.subplots(len(orders), 2, figsize=(12, 3.6 * len(orders)), squeeze=False)
             for i, o in enumerate(orders):
                 for j, srt in enumerate(("sorted", "unsorted")):
