@@ -174,8 +174,7 @@ def main():
         print()
         print("Deterministic option vs default, unsorted ids (target: at most 2x the time):")
         for r in det:
-            base = next((b for b in data if b["impl"] == "segops" and all(b[k] == r[k] for k in
-                         ("op", "order", "dtype", "index_type", "N", "M", "D", "sorted"))), None)
+            base = next((b for b in data if b["impl"] == "segops" and case(b) == case(r)), None)
             if base:
                 ratio = r["median_s"] / base["median_s"]
                 print(f"  {r['op']:<10}{r['order']:<4} N={r['N']} D={r['D']}  default {base['median_s'] * 1e3:8.3f} ms"
