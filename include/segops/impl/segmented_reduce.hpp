@@ -145,11 +145,12 @@ struct TileReduce {
       // on are prefetched once per batch (in cache the prefetches cost: sum of 1e6 single floats,
       // L = 3, 0.42 -> 0.43 ms; beyond it, 2^25: sum 15.3 -> 12.3 ms, mean 18.5 -> 14.4 ms, dot
       // 21.8 -> 17.0 ms, 2 threads, a Xeon whose copy ran 25 GB/s).
-      const index_t rows_ahead = rl.template stream_ahead<W>();
+      const index_t row = rl.template stream_row_bytes<W>();
+      const index_t rows_ahead = kStreamAheadBytes / row;
       constexpr index_t offsets_ahead = kStreamAheadBytes / index_t(sizeof(off(0)));
-      const bool far = n / rows_ahead > kLastLevelBytes / kStreamAheadBytes;
+      const bool far = kPrefetches && n * row > kLastLevelBytes;
       for (; s + B <= s_end && off(s + B) <= hi; s += B) {
-        if (kPrefetches && far) {
+        if (far) {
           rl.prefetch_row(Kokkos::min(b + rows_ahead, n - 1));
           prefetch(&off(Kokkos::min(s + offsets_ahead, m)));
         }
@@ -741,13 +742,13 @@ struct SumReducer {
     for (int k = 0; k < W; ++k) out(s, k) = v[k];
   }
 #endif
-  /// Positions kStreamAheadBytes on in a sorted stream of rows of W sums (of flat_width() values
-  /// each for W = 1), which TileReduce::runs prefetches.
+  /// Bytes per position of a sorted stream of rows of W sums (of flat_width() values each for
+  /// W = 1), which TileReduce::runs prefetches.
   template <int W>
-  KOKKOS_FUNCTION index_t stream_ahead() const {
+  KOKKOS_FUNCTION index_t stream_row_bytes() const {
     index_t w = W;
     if constexpr (W == 1 && requires { map.flat_width(); }) w = map.flat_width();
-    return kStreamAheadBytes / (w * index_t(sizeof(Acc)));
+    return w * index_t(sizeof(Acc));
   }
   /// Whether `segments` runs over `positions` average at most one vector (TileReduce::runs).
   KOKKOS_FUNCTION bool narrow_runs(index_t positions, index_t segments) const {
