@@ -155,18 +155,52 @@ struct RowWindow {
 template <class T, int W>
 inline constexpr RowWindow<T, W> kRowWindow{};
 
-/// a[0 .. W) = column sums of the first `len` (<= kRowRun) rows of packed rows of width W at p;
-/// kRowRun - 1 rows and one vector past p must be readable. The order of the additions depends
-/// only on len.
+/// Rows narrower than a vector (floats of 2 or 3) are summed as one flat masked run of len * W
+/// values: the vectors' lanes repeat the columns every kRowPeriod vectors (of kRowPeriod * lanes
+/// / W rows), so that many accumulators take the run and are folded into columns once. A run of
+/// eight rows of 3 floats is six vector loads, not eight.
 template <class T, int W>
-inline void masked_rows_sum(const T* p, index_t len, T (&a)[W]) {
+inline constexpr int kRowPeriod = (16 / int(sizeof(T))) % W == 0 ? 1 : W;
+template <class T, int W>
+inline constexpr bool flat_rows =
+    (W == 2 || W == 3) && W * sizeof(T) < 16 && kRowRun* W <= kRunLength<T>;
+/// Values from a run's first row on that masked_rows_sum reads.
+template <class T, int W>
+inline constexpr index_t kRowRunReads = flat_rows<T, W>
+                                            ? kRowRun* W
+                                            : (kRowRun - 1) * W + 16 / index_t(sizeof(T));
+
+/// Lanes 0 .. W of the result = column sums of the first `len` (<= kRowRun) rows of packed rows
+/// of width W at p; kRowRunReads<T, W> values from p on must be readable. The order of the
+/// additions depends only on len.
+template <class T, int W>
+inline typename HostVec<T>::type masked_rows_vec(const T* p, index_t len) {
   using V = typename HostVec<T>::type;
   using B = typename HostVec<T>::bits;
-  const auto* win = kRowWindow<T, W>.w + (kRowRun - len);
-  V acc[2] = {};
-  for (int k = 0; k < kRowRun; ++k) acc[k & 1] += (V)(load_vec<B>(p + k * W) & load_vec<B>(win[k]));
-  const V t = acc[0] + acc[1];
-  for (int c = 0; c < W; ++c) a[c] = t[c];
+  V t;
+  if constexpr (flat_rows<T, W>) {
+    constexpr int lanes = 16 / sizeof(T), P = kRowPeriod<T, W>;
+    const auto* win = kRunWindow<T>.w + (kRunLength<T> - len * W);
+    V acc[P] = {};
+    for (int j = 0; j < kRowRun * W / lanes; ++j)
+      acc[j % P] += (V)(load_vec<B>(p + j * lanes) & load_vec<B>(win + j * lanes));
+    if constexpr (W == 3) {
+      // acc holds four rows packed (pack_rows3x4): lane l of acc[k] is column (l + k) % 3 for
+      // l < 3. Lanes 0 to 2 of acc[0] + acc[1] and acc[2] turned to columns, plus acc[0 .. 3)'s
+      // fourth lanes: the column sums, in four single shuffles (pshufd, unpckhps, shufps on SSE2).
+      const V c1 = shuffle<2, 0, 1, 3>(acc[1], acc[1]), c2 = shuffle<1, 2, 0, 3>(acc[2], acc[2]);
+      const V last = shuffle<2, 3, 7, 7>(shuffle<2, 6, 3, 7>(acc[0], acc[1]), acc[2]);
+      t = (acc[0] + c1) + (c2 + last);
+    } else  // W = 2: two rows per vector
+      t = acc[0] + shuffle<2, 3, 0, 1>(acc[0], acc[0]);
+  } else {  // one row per masked vector load
+    const auto* win = kRowWindow<T, W>.w + (kRowRun - len);
+    V acc[2] = {};
+    for (int k = 0; k < kRowRun; ++k)
+      acc[k & 1] += (V)(load_vec<B>(p + k * W) & load_vec<B>(win[k]));
+    t = acc[0] + acc[1];
+  }
+  return t;
 }
 
 /// Rows of 3 floats r[0 .. 4) (lanes 0 to 2 each; lane 3 is ignored) packed into three vectors,
@@ -391,9 +425,11 @@ template <class Acc, int W, class T>
 KOKKOS_FUNCTION void run_rows(const T* p, index_t len, index_t room, Acc (&a)[W]) {
 #ifdef SEGOPS_HOST_VECTORS
   if constexpr (std::is_same_v<Acc, T> && row_fits_vector<T, W>) {
-    constexpr index_t lanes = 16 / sizeof(T);
-    if (len <= kRowRun && room * W >= (kRowRun - 1) * W + lanes)
-      return masked_rows_sum<T, W>(p, len, a);
+    if (len <= kRowRun && room * W >= kRowRunReads<T, W>) {
+      const auto t = masked_rows_vec<T, W>(p, len);
+      for (int c = 0; c < W; ++c) a[c] = t[c];
+      return;
+    }
   }
 #else
   (void)room;
@@ -402,5 +438,20 @@ KOKKOS_FUNCTION void run_rows(const T* p, index_t len, index_t room, Acc (&a)[W]
   for (index_t k = 0; k < len; ++k)
     for (int c = 0; c < W; ++c) a[c] += static_cast<Acc>(p[k * W + c]);
 }
+
+#ifdef SEGOPS_HOST_VECTORS
+/// run_rows for rows that fit one vector, as a vector: lanes 0 .. W hold the column sums (the row
+/// stays in a register for a vector finisher or store).
+template <int W, class T>
+inline typename HostVec<T>::type run_rows_vec(const T* p, index_t len, index_t room) {
+  static_assert(row_fits_vector<T, W>);
+  if (len <= kRowRun && room * W >= kRowRunReads<T, W>) return masked_rows_vec<T, W>(p, len);
+  T a[W];
+  run_rows<T, W>(p, len, room, a);
+  typename HostVec<T>::type v = {};
+  for (int c = 0; c < W; ++c) v[c] = a[c];
+  return v;
+}
+#endif
 
 }  // namespace segops::impl
