@@ -34,6 +34,7 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bench_data.hpp"
@@ -210,16 +211,31 @@ std::pair<double, double> time_median_paired(F&& call, const StreamCopy& copy, c
 struct R1 {};
 struct R2 {};
 
+/// `count` elements in host memory (uninitialised), followed by one to four unused pages, in turn
+/// by allocation. Back-to-back allocations of the same size otherwise lie exactly one page apart
+/// beyond a power of two (2^25 floats: 128 MiB and the page of their header), and on the VM this
+/// suite was run on (AMD EPYC, 2 vCPUs) streams through arrays so placed ran five times slower for
+/// every implementation: a plain OpenMP loop gx = g[id] * y, gy = g[id] * x over 2^25 floats took
+/// 130 ms at that spacing and 21-30 ms at one to 255 pages more (a copy of two such arrays was not
+/// hit). The cases would measure that placement instead of the op; segops and the C++ peers share
+/// these arrays.
+template <class T>
+Kokkos::View<T*, Host> staggered_alloc(const std::string& label, i64 count) {
+  static int k = 0;
+  const i64 pad = i64(4096) * (1 + k++ % 4) / i64(sizeof(T));
+  Kokkos::View<T*, Host> full(Kokkos::view_alloc(Kokkos::WithoutInitializing, label), count + pad);
+  return Kokkos::subview(full, std::pair<i64, i64>(0, count));
+}
+
 /// An (n, w) row-major array in host memory, viewed as rank 1 (w == 1), rank 2 or rank 3.
 template <class T>
 struct Arr {
+  Kokkos::View<T*, Host> mem;  // owns the elements (staggered_alloc)
   Kokkos::View<T**, Kokkos::LayoutRight, Host> view;
   i64 n = 0, w = 0;
   Arr() = default;
   Arr(const char* label, i64 n_, i64 w_)
-      : view(Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label)), n_, w_),
-        n(n_),
-        w(w_) {}
+      : mem(staggered_alloc<T>(label, n_ * w_)), view(mem.data(), n_, w_), n(n_), w(w_) {}
   T* p() const { return view.data(); }
   i64 size() const { return n * w; }
   double bytes() const { return double(size()) * sizeof(T); }
@@ -420,7 +436,7 @@ struct Case {
         with_det(det && !sorted_),
         with_peers(peers) {
     ids_v = sb::make_ids<I>(n, m, regime, sorted);
-    ids = Kokkos::View<I*, Host>(Kokkos::view_alloc(Kokkos::WithoutInitializing, "bench::ids"), n);
+    ids = staggered_alloc<I>("bench::ids", n);
     std::copy(ids_v.begin(), ids_v.end(), ids.data());
     std::vector<I>().swap(ids_v);
     cnt.assign(m, 0);
