@@ -31,7 +31,10 @@ struct DotMap {
   KOKKOS_FUNCTION void operator()(index_t e, F&& f) const {
     f(0, row_dot<Acc>(a, b, e));
   }
-  KOKKOS_FUNCTION bool contiguous() const { return packed(a) && packed(b); }
+  /// Rows of one shape (as the ops check), so that flat_run scales by one width.
+  KOKKOS_FUNCTION bool contiguous() const {
+    return packed(a) && packed(b) && a.d == b.d && a.n == b.n;
+  }
   KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch_rows(e, a, b); }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(a, b); }
   template <int W, class F>  // where packed_width() == W: the same sum, constant strides
@@ -44,8 +47,8 @@ struct DotMap {
   }
   KOKKOS_FUNCTION index_t flat_width() const { return a.d; }
   KOKKOS_FUNCTION auto flat_run(index_t lo, index_t hi) const {  // where contiguous()
-    const index_t room = Kokkos::min(a.n, b.n) - lo;
-    return flat(DotRun<Acc, A, B>{a.ptr + lo * a.d, b.ptr + lo * b.d}, (hi - lo) * a.d, room * a.d);
+    const index_t d = a.d;
+    return flat(DotRun<Acc, A, B>{a.ptr + lo * d, b.ptr + lo * d}, (hi - lo) * d, (a.n - lo) * d);
   }
 };
 
