@@ -113,11 +113,36 @@ inline Case many_segments_case(std::uint64_t seed, i64 m = 300000, i64 max_count
 }
 
 /// How a descriptor is built: sorted ids; shuffled ids with default options (the schedule that
-/// may use atomics); shuffled ids with the deterministic option (stable permutation).
-enum class Mode { Sorted, Unsorted, Deterministic };
-inline constexpr Mode kModes[] = {Mode::Sorted, Mode::Unsorted, Mode::Deterministic};
+/// may use atomics); shuffled ids with the deterministic option (stable permutation); and the
+/// last two with Buckets::always, so that host backends' sums take the bucketed schedule (which
+/// Buckets::automatic keeps for outputs beyond the caches, far larger than these cases).
+enum class Mode { Sorted, Unsorted, Deterministic, Bucketed, DeterministicBucketed };
+inline constexpr Mode kModes[] = {Mode::Sorted, Mode::Unsorted, Mode::Deterministic, Mode::Bucketed,
+                                  Mode::DeterministicBucketed};
 inline const char* mode_name(Mode m) {
-  return m == Mode::Sorted ? "sorted" : m == Mode::Unsorted ? "unsorted" : "unsorted+deterministic";
+  switch (m) {
+    case Mode::Sorted:
+      return "sorted";
+    case Mode::Unsorted:
+      return "unsorted";
+    case Mode::Deterministic:
+      return "unsorted+deterministic";
+    case Mode::Bucketed:
+      return "unsorted+buckets";
+    default:
+      return "unsorted+deterministic+buckets";
+  }
+}
+/// Whether the mode asks for the deterministic option.
+inline bool deterministic_option(Mode m) {
+  return m == Mode::Deterministic || m == Mode::DeterministicBucketed;
+}
+/// The unsorted modes: default options and the deterministic option, each with and without buckets.
+inline constexpr Mode kUnsortedModes[] = {Mode::Unsorted, Mode::Deterministic, Mode::Bucketed,
+                                          Mode::DeterministicBucketed};
+inline segops::Buckets buckets_option(Mode m) {
+  return m == Mode::Bucketed || m == Mode::DeterministicBucketed ? segops::Buckets::always
+                                                                 : segops::Buckets::automatic;
 }
 inline std::vector<Case> regimes(std::uint64_t seed, Mode mode) {
   return regimes(seed, mode == Mode::Sorted);
@@ -161,8 +186,9 @@ segops::Segments<IdT, Exec> make_segments(const Case& c, Mode mode, bool trusted
                                           i64 carry_capacity = 0) {
   return segops::Segments<IdT, Exec>(device_ids<IdT>(c.ids), c.m,
                                      {.trusted = trusted,
-                                      .deterministic = mode == Mode::Deterministic,
-                                      .carry_capacity = carry_capacity});
+                                      .deterministic = deterministic_option(mode),
+                                      .carry_capacity = carry_capacity,
+                                      .buckets = buckets_option(mode)});
 }
 
 /// An uninitialised rank-1 (n) or rank-2 (n, d) device view.

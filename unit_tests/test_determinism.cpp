@@ -60,10 +60,12 @@ void check_determinism(Mode mode, i64 d = 3, i64 carry_capacity = 0, bool wide_o
   std::mt19937_64 rng(62);
   const auto pool = random_vector<float>(rng, c.n() * d);
   const auto ids = device_ids<IdT>(c.ids);
-  const segops::SegmentsOptions opt{.deterministic = mode == Mode::Deterministic,
-                                    .carry_capacity = carry_capacity};
+  const segops::SegmentsOptions opt{.deterministic = deterministic_option(mode),
+                                    .carry_capacity = carry_capacity,
+                                    .buckets = buckets_option(mode)};
   const segops::Segments<IdT, Exec> seg(ids, c.m, opt);
-  ASSERT_TRUE(seg.deterministic());
+  // Bucketed sums run in element order without the deterministic option (host backends).
+  ASSERT_TRUE(seg.deterministic() || mode == Mode::Bucketed);
   ASSERT_EQ(seg.sorted(), mode == Mode::Sorted);
 #ifdef SEGTEST_HAVE_REFERENCE_BACKEND
   const segops::Segments<IdT, RefExec> ref_seg(ids, c.m, opt);
@@ -104,13 +106,22 @@ void check_determinism(Mode mode, i64 d = 3, i64 carry_capacity = 0, bool wide_o
 TEST(Determinism, SortedIdsBitwiseReproducible) { check_determinism<std::int32_t>(Mode::Sorted); }
 TEST(Determinism, DeterministicOptionBitwiseReproducible) {
   check_determinism<std::int64_t>(Mode::Deterministic);
+  check_determinism<std::int64_t>(Mode::DeterministicBucketed);
 }
+/// On host backends, bucketed sums (rows of up to 24 bytes) are independent of the thread count
+/// with default options too; on CUDA the option is ignored and sums use atomics.
+#ifndef SEGOPS_TEST_CUDA
+TEST(Determinism, BucketedSumsBitwiseReproducible) {
+  check_determinism<std::int32_t>(Mode::Bucketed);
+}
+#endif
 
 /// Rows wider than a small carry capacity (7 accumulators, room for 4) keep the guarantee.
 /// (Component sums have one accumulator and stay tiled; they are checked here too.)
 TEST(Determinism, RowsWiderThanCarryCapacity) {
   check_determinism<std::int32_t>(Mode::Sorted, 7, 4, true);
   check_determinism<std::int32_t>(Mode::Deterministic, 7, 4, true);
+  check_determinism<std::int32_t>(Mode::DeterministicBucketed, 7, 4, true);
 }
 
 /// Trusted descriptors with dropped ids and the deterministic option are reproducible too.

@@ -61,7 +61,8 @@ void sweep(Mode mode, std::uint64_t seed) {
   for (const auto& c : regimes(seed, mode)) {
     const auto seg = make_segments<IdT>(c, mode);
     ASSERT_EQ(seg.sorted(), std::is_sorted(c.ids.begin(), c.ids.end())) << c.name;
-    if (mode != Mode::Unsorted) ASSERT_TRUE(seg.deterministic()) << c.name;
+    if (mode == Mode::Sorted || deterministic_option(mode))
+      ASSERT_TRUE(seg.deterministic()) << c.name;
     for (int rank : {1, 2})
       for (i64 d : kWidths) {
         if (rank == 1 && d != 1) continue;
@@ -213,7 +214,7 @@ TEST(Linear, LayoutsInt32FloatIntoDouble) { layout_sweep<std::int32_t, float, do
 /// Trusted descriptors with out-of-range ids: reductions ignore them, gathers write 0 there.
 TEST(Linear, TrustedDropsOutOfRangeIds) {
   std::mt19937_64 rng(41);
-  for (Mode mode : {Mode::Unsorted, Mode::Deterministic})
+  for (Mode mode : kUnsortedModes)
     for (bool sorted_base : {true, false})
       for (const auto& base : regimes(41, sorted_base)) {
         if (base.m == 0 || base.n() == 0) continue;
@@ -230,12 +231,16 @@ TEST(Linear, TrustedDropsOutOfRangeIds) {
 }
 
 /// Unsorted ids over many segments, some dropped (trusted): the gathers prefetch the rows of later
-/// elements' segments, the reductions the rows they add into.
+/// elements' segments, the reductions the rows they add into (or, with buckets, the reductions
+/// run over 19 buckets).
 TEST(Linear, ManySegmentsUnsorted) {
   std::mt19937_64 rng(45);
   const Case c = with_dropped_ids(many_segments_case(45), 46);
-  const auto seg = make_segments<std::int32_t>(c, Mode::Unsorted, /*trusted=*/true);
-  check_all_ops(seg, c, Mode::Unsorted, rng);
+  for (Mode mode : {Mode::Unsorted, Mode::Bucketed, Mode::DeterministicBucketed}) {
+    const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
+    check_all_ops(seg, c, mode, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 /// Unsorted ids over M = 120000 segments of 0 to 5 elements, some dropped (trusted), default and
@@ -245,7 +250,7 @@ TEST(Linear, StagedCoefficientsUnsorted) {
   std::mt19937_64 rng(47);
   Case c = with_dropped_ids(many_segments_case(47, 120000, 6), 48);
   c.name = "few_per_segment+dropped";
-  for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
+  for (Mode mode : kUnsortedModes) {
     const auto seg = make_segments<std::int32_t>(c, mode, /*trusted=*/true);
     check_all_ops(seg, c, mode, rng);
     if (::testing::Test::HasFatalFailure()) return;

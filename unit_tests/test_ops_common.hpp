@@ -592,7 +592,7 @@ void layout_sweep(std::uint64_t seed) {
 template <class Fam>
 void dropped_sweep(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  for (Mode mode : {Mode::Unsorted, Mode::Deterministic})
+  for (Mode mode : kUnsortedModes)
     for (bool sorted_base : {true, false})
       for (const auto& base : regimes(seed, sorted_base)) {
         if (base.n() == 0) continue;
@@ -631,8 +631,8 @@ void trusted_case_sweep(const Case& c, std::initializer_list<Mode> modes, std::m
 template <class Fam>
 void many_segments_sweep(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
-  trusted_case_sweep<Fam>(with_dropped_ids(many_segments_case(seed), seed + 1), {Mode::Unsorted},
-                          rng);
+  trusted_case_sweep<Fam>(with_dropped_ids(many_segments_case(seed), seed + 1),
+                          {Mode::Unsorted, Mode::Bucketed, Mode::DeterministicBucketed}, rng);
 }
 
 /// Every op on unsorted ids over M segments of 0 to 5 elements (N about 2.5 times M), some ids
@@ -647,7 +647,7 @@ void staged_coefficients_sweep(std::uint64_t seed, const std::string& ops, i64 m
   std::mt19937_64 rng(seed);
   Case c = with_dropped_ids(many_segments_case(seed, m, 6), seed + 1);
   c.name = "few_per_segment+dropped";
-  trusted_case_sweep<Fam>(c, {Mode::Unsorted, Mode::Deterministic}, rng, ops);
+  trusted_case_sweep<Fam>(c, {Mode::Unsorted, Mode::Deterministic, Mode::Bucketed}, rng, ops);
 }
 
 /// Sorted and deterministic descriptors with carry capacities of 1, 3, 9 and 20 accumulators, on

@@ -63,12 +63,106 @@ void check_descriptor(const Seg& seg, const Case& c, bool deterministic_option,
   EXPECT_EQ(perm, stable_order(c)) << what;
 }
 
+/// The bucket layout of host backends' bucketed sums: built exactly where the option asks for it
+/// (unsorted ids with a valid element; automatic: more than kBucketOutputBytes of rows of
+/// kBucketRowBytes, kBucketOutputBytesDeterministic with the deterministic option), slices of
+/// 2^shift segments, and the valid elements laid out bucket by bucket, in element order within a
+/// bucket, each chunk's part of a bucket where bucket_starts says.
+template <class Seg>
+void check_buckets(const Seg& seg, const Case& c, segops::Buckets opt, bool det,
+                   const std::string& what) {
+  namespace si = segops::impl;
+  const auto counts = ref_counts(c);
+  const i64 n_valid = std::accumulate(counts.begin(), counts.end(), i64(0));
+  const bool host = Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible;
+  const bool wanted = opt == segops::Buckets::always ||
+                      (opt == segops::Buckets::automatic &&
+                       c.m * si::kBucketRowBytes >
+                           (det ? si::kBucketOutputBytesDeterministic : si::kBucketOutputBytes));
+  const bool built = host && !seg.sorted() && n_valid > 0 && wanted;
+  EXPECT_EQ(seg.num_buckets() > 0, built) << what;
+  if (!built) {
+    EXPECT_EQ(seg.bucket_local().extent(0), 0u) << what;
+    EXPECT_FALSE(seg.bucketed(4)) << what;
+    return;
+  }
+  const int shift = seg.bucket_shift();
+  const i64 nb = seg.num_buckets(), chunk = seg.bucket_chunk();
+  EXPECT_GE(shift, si::kBucketMinShift) << what;
+  EXPECT_EQ(nb, ((c.m - 1) >> shift) + 1) << what;
+  EXPECT_EQ(chunk % si::kTileQuantum, 0) << what;
+  const i64 nc = (c.n() + chunk - 1) / chunk;
+  EXPECT_LE(nc, si::kBucketChunks) << what;
+  EXPECT_TRUE(seg.bucketed(si::kBucketRowBytes)) << what;
+  EXPECT_FALSE(seg.bucketed(si::kBucketRowBytes + 1)) << what;
+  // expected: valid elements stably ordered by bucket
+  std::vector<i64> order;
+  for (i64 i = 0; i < c.n(); ++i)
+    if (c.valid(i)) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](i64 a, i64 b) { return (c.ids[a] >> shift) < (c.ids[b] >> shift); });
+  const auto starts = to_host_i64(seg.bucket_starts());
+  ASSERT_EQ(static_cast<i64>(starts.size()), nc * nb + 1) << what;
+  EXPECT_EQ(starts.back(), n_valid) << what;
+  for (i64 b = 0; b < nb; ++b)
+    for (i64 ch = 0; ch < nc;
+         ++ch) {  // before (b, ch): elements of earlier buckets, or of b in earlier chunks
+      const auto before = std::count_if(order.begin(), order.end(), [&](i64 e) {
+        const i64 eb = c.ids[e] >> shift;
+        return eb < b || (eb == b && e < ch * chunk);
+      });
+      EXPECT_EQ(starts[ch * nb + b], before) << what << ": bucket " << b << " chunk " << ch;
+    }
+  const auto local = to_host_i64(seg.bucket_local());
+  ASSERT_EQ(static_cast<i64>(local.size()), n_valid) << what;
+  for (i64 p = 0; p < n_valid; ++p)
+    if (local[p] != (c.ids[order[p]] & ((i64(1) << shift) - 1))) {
+      ADD_FAILURE() << what << ": bucket_local(" << p << ") = " << local[p] << ", element "
+                    << order[p] << " of segment " << c.ids[order[p]];
+      return;
+    }
+}
+
 template <class IdT>
 void check_regimes(Mode mode) {
   for (const auto& c : regimes(7, mode)) {
     const auto seg = make_segments<IdT>(c, mode);
-    check_descriptor(seg, c, mode == Mode::Deterministic,
-                     std::string(mode_name(mode)) + " " + c.name);
+    const std::string what = std::string(mode_name(mode)) + " " + c.name;
+    check_descriptor(seg, c, deterministic_option(mode), what);
+    check_buckets(seg, c, buckets_option(mode), deterministic_option(mode), what);
+  }
+}
+
+/// Many segments (several buckets), some ids dropped, each bucket option; and the automatic
+/// option on either side of its threshold.
+TEST(Segments, BucketLayout) {
+  const Case c = with_dropped_ids(many_segments_case(13, 70000, 4), 14);
+  for (auto opt : {segops::Buckets::always, segops::Buckets::never, segops::Buckets::automatic})
+    for (bool det : {false, true}) {
+      const segops::Segments<std::int32_t, Exec> seg(
+          device_ids<std::int32_t>(c.ids), c.m,
+          {.trusted = true, .deterministic = det, .buckets = opt});
+      const std::string what = c.name + (det ? " deterministic" : "") + " option " +
+                               std::to_string(static_cast<int>(opt));
+      check_descriptor(seg, c, det, what);
+      check_buckets(seg, c, opt, det, what);
+      if (opt == segops::Buckets::always &&
+          Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
+        EXPECT_GE(seg.num_buckets(), 4) << what;
+    }
+  namespace si = segops::impl;
+  for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
+    const bool det = deterministic_option(mode);
+    const i64 at = (det ? si::kBucketOutputBytesDeterministic : si::kBucketOutputBytes) /
+                   si::kBucketRowBytes;  // the largest M without buckets
+    for (i64 m : {at, at + 1}) {
+      const Case big = many_segments_case(15, m, 2);
+      const auto seg = make_segments<std::int32_t>(big, mode);
+      check_buckets(seg, big, segops::Buckets::automatic, det,
+                    std::string(mode_name(mode)) + " automatic M = " + std::to_string(m));
+      if (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible)
+        EXPECT_EQ(seg.num_buckets() > 0, m > at) << mode_name(mode) << " M = " << m;
+    }
   }
 }
 
@@ -99,7 +193,7 @@ TEST(Segments, SortednessDetection) {
     for (Mode mode : {Mode::Unsorted, Mode::Deterministic}) {
       const auto seg = make_segments<std::int32_t>(c, mode);
       EXPECT_EQ(seg.sorted(), t.sorted) << ::testing::PrintToString(t.ids);
-      check_descriptor(seg, c, mode == Mode::Deterministic, ::testing::PrintToString(t.ids));
+      check_descriptor(seg, c, deterministic_option(mode), ::testing::PrintToString(t.ids));
     }
   }
 }
@@ -121,8 +215,8 @@ void check_id_views() {
   for (Mode mode : kModes)
     for (const auto& c : regimes(9, mode)) {
       if (c.name != "N0" && c.name != "empty_segments" && c.name != "mixed") continue;
-      const bool det = mode == Mode::Deterministic;
-      const segops::SegmentsOptions opt{.deterministic = det};
+      const bool det = deterministic_option(mode);
+      const segops::SegmentsOptions opt{.deterministic = det, .buckets = buckets_option(mode)};
       const std::string what = std::string(mode_name(mode)) + " " + c.name;
       // (n, 3) LayoutRight array with the ids in column 1: a rank-1 view of stride 3
       auto big = uninit<Kokkos::View<IdT**, Kokkos::LayoutRight, Mem>>("big", c.n(), 3);
@@ -171,7 +265,7 @@ TEST(Segments, NoSegmentsNoElements) {
     for (bool trusted : {false, true}) {
       const Case c{"M0N0", {}, 0};
       const auto seg = make_segments<std::int64_t>(c, mode, trusted);
-      check_descriptor(seg, c, mode == Mode::Deterministic, "M0N0");
+      check_descriptor(seg, c, deterministic_option(mode), "M0N0");
       EXPECT_EQ(seg.offsets().extent(0), 1u);
       EXPECT_EQ(seg.counts().extent(0), 0u);
       EXPECT_TRUE(seg.sorted());
@@ -184,7 +278,7 @@ TEST(Segments, SegmentsButNoElements) {
   const Case c{"M5N0", {}, 5};
   for (Mode mode : kModes) {
     const auto seg = make_segments<std::int32_t>(c, mode);
-    check_descriptor(seg, c, mode == Mode::Deterministic, c.name);
+    check_descriptor(seg, c, deterministic_option(mode), c.name);
     EXPECT_EQ(seg.max_count(), 0);
   }
 }
@@ -213,7 +307,7 @@ TEST(Segments, TrustedInRangeIds) {
   for (Mode mode : kModes)
     for (const auto& c : regimes(12, mode)) {
       const auto seg = make_segments<std::int32_t>(c, mode, true);
-      check_descriptor(seg, c, mode == Mode::Deterministic, c.name);
+      check_descriptor(seg, c, deterministic_option(mode), c.name);
     }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <Kokkos_Core.hpp>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <segops/error.hpp>
@@ -11,8 +12,13 @@
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace segops {
+
+/// Whether a descriptor over unsorted ids prepares the bucketed schedule of host backends' sums
+/// (docs/determinism.md): automatic where it pays (many segments), always, or never.
+enum class Buckets { automatic, always, never };
 
 /// Options of a Segments descriptor (C++20 designated initialisers read well:
 /// `Segments seg(idx, M, {.deterministic = true})`).
@@ -26,6 +32,12 @@ struct SegmentsOptions {
   /// Number of partial-result slots (in doubles) kept for reductions that cross tile boundaries;
   /// 0 picks the backend default. Bigger means smaller tiles (more parallelism) for wide rows.
   std::int64_t carry_capacity = 0;
+  /// Host backends, unsorted ids: sums whose output outgrows the caches first write each element's
+  /// row to a bucket of segments, then sum bucket by bucket (in element order within a segment,
+  /// whatever the thread count). `automatic` prepares this for more than 349,525 segments (174,762
+  /// with `deterministic`); it costs about 26 bytes per element of descriptor memory. Ignored on
+  /// GPUs and for sorted ids.
+  Buckets buckets = Buckets::automatic;
 };
 
 /// Describes one element->segment map: idx(i) in [0, M) is the segment of element i.
@@ -97,10 +109,26 @@ class Segments {
   /// Scratch for reductions (internal): partial results of segments that cross tiles.
   Kokkos::View<double*, memory_space> carry() const { return carry_; }
   Kokkos::View<index_type*, memory_space> carry_index() const { return carry_idx_; }
-  /// Scratch for sums over unsorted ids on host backends (internal): per-thread output copies.
-  /// Empty on GPUs, for sorted ids, with the deterministic option, or when it would exceed the
-  /// budget (see the constructor).
+  /// Scratch for sums over unsorted ids on host backends (internal): per-thread output copies,
+  /// the deterministic option's staged values, the bucketed sums' staged rows. Empty on GPUs, for
+  /// sorted ids, or when it would exceed the budget (see the constructor).
   Kokkos::View<double*, memory_space> workspace() const { return workspace_; }
+  /// Bucketed sums (internal; host backends, unsorted ids): elements are cut into chunks of
+  /// bucket_chunk() positions; bucket b holds segments [b << bucket_shift(), (b + 1) <<
+  /// bucket_shift()). bucket_starts()(c * num_buckets() + b) is where the valid elements of chunk c
+  /// in bucket b start in bucket-major order (the last entry is num_valid()), bucket_local()(p)
+  /// the segment of position p less its bucket's first. Empty unless built.
+  Kokkos::View<const index_type*, memory_space> bucket_starts() const { return bucket_starts_; }
+  Kokkos::View<const std::uint16_t*, memory_space> bucket_local() const { return bucket_local_; }
+  int bucket_shift() const { return bucket_shift_; }
+  index_type bucket_chunk() const { return bucket_chunk_; }
+  index_type num_buckets() const { return num_buckets_; }
+  /// Whether a sum whose output rows hold row_bytes each takes the bucketed schedule: buckets
+  /// built, rows that fit, and the output beyond the caches (or Buckets::always). Independent of
+  /// the thread count, as the order of the additions must be for the deterministic option.
+  bool bucketed(index_type row_bytes) const {
+    return num_buckets_ > 0 && row_bytes <= impl::kBucketRowBytes && wants_buckets(row_bytes);
+  }
 
  private:
   void build(const ExecSpace& exec) {
@@ -169,6 +197,11 @@ class Segments {
       if (!sorted_ && !opt_.deterministic && copies > 0 && m_ > 0 && copies * m_ <= n_valid_)
         bytes = copies * m_ * kWorkspaceRowBytes;
       if (!sorted_ && opt_.deterministic && n_valid_ > 0) bytes = n_ * kStagedElementBytes;
+      // Bucketed sums: rows of kBucketRowBytes per valid element, staged in bucket order.
+      if (!sorted_ && n_valid_ > 0 && opt_.buckets != Buckets::never &&
+          wants_buckets(impl::kBucketRowBytes))
+        build_buckets(exec);
+      if (num_buckets_ > 0) bytes = std::max(bytes, n_valid_ * impl::kBucketRowBytes);
       if (bytes > 0)
         workspace_ = Kokkos::View<double*, memory_space>(
             Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::workspace"),
@@ -192,6 +225,58 @@ class Segments {
                          impl::KeysToPerm<index_view>{perm_, n_});
   }
 
+  /// Host backends: the bucket layout of BucketReduce (see bucket_starts()). Slices of
+  /// 2^kBucketMinShift segments, larger only to keep at most kMaxBuckets buckets (none where
+  /// slices of 2^kBucketMaxShift would not). The layout depends on N and M only.
+  void build_buckets(const ExecSpace& exec) {
+    using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_type>>;
+    int shift = impl::kBucketMinShift;
+    while (shift < impl::kBucketMaxShift && ((m_ - 1) >> shift) + 1 > impl::kMaxBuckets) ++shift;
+    const index_type nb = ((m_ - 1) >> shift) + 1;
+    if (nb > impl::kMaxBuckets) return;
+    const index_type q = impl::kTileQuantum;
+    const index_type chunk = ((n_ + impl::kBucketChunks - 1) / impl::kBucketChunks + q - 1) / q * q;
+    const index_type nc = (n_ + chunk - 1) / chunk;
+    index_view starts("segops::Segments::bucket_starts", nc * nb + 1);
+    Kokkos::parallel_for(
+        "segops::Segments::bucket_counts", range(exec, 0, nc),
+        impl::BucketCounts<ids_view, index_view>{ids_, starts, n_, m_, chunk, nb, shift});
+    exec.fence("segops::Segments: bucket counts");
+    index_type p = 0;  // exclusive scan in bucket-major order (host memory)
+    for (index_type b = 0; b < nb; ++b)
+      for (index_type c = 0; c < nc; ++c) {
+        const index_type k = c * nb + b, count = starts(k);
+        starts(k) = p;
+        p += count;
+      }
+    starts(nc * nb) = p;
+    index_view cursor(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::bucket_cursor"),
+        nc * nb);
+    Kokkos::deep_copy(exec, cursor,
+                      Kokkos::subview(starts, std::make_pair(index_type(0), nc * nb)));
+    bucket_local_ = Kokkos::View<std::uint16_t*, memory_space>(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::bucket_local"),
+        n_valid_);
+    Kokkos::parallel_for("segops::Segments::bucket_local", range(exec, 0, nc),
+                         impl::BucketLocal<ids_view, index_view, decltype(bucket_local_)>{
+                             ids_, cursor, bucket_local_, n_, m_, chunk, nb, shift});
+    bucket_starts_ = starts;
+    bucket_shift_ = shift;
+    bucket_chunk_ = chunk;
+    num_buckets_ = nb;
+  }
+
+  /// Whether the buckets option asks for the bucketed schedule for sums with output rows of
+  /// row_bytes: always, or (automatic) where the output would exceed kBucketOutputBytes
+  /// (kBucketOutputBytesDeterministic with the deterministic option).
+  bool wants_buckets(index_type row_bytes) const {
+    const index_type beyond =
+        opt_.deterministic ? impl::kBucketOutputBytesDeterministic : impl::kBucketOutputBytes;
+    return opt_.buckets == Buckets::always ||
+           (opt_.buckets == Buckets::automatic && m_ * row_bytes > beyond);
+  }
+
   static constexpr index_type kWorkspaceRowBytes = 36;  // per segment and output copy
   static constexpr index_type kStagedElementBytes = 8;  // per element (deterministic option)
   ids_view ids_;
@@ -202,6 +287,10 @@ class Segments {
   Kokkos::View<double*, memory_space> carry_;
   index_view carry_idx_;
   Kokkos::View<double*, memory_space> workspace_;
+  index_view bucket_starts_;
+  Kokkos::View<std::uint16_t*, memory_space> bucket_local_;
+  int bucket_shift_ = 0;
+  index_type bucket_chunk_ = 0, num_buckets_ = 0;
 };
 
 template <class T>

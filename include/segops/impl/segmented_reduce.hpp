@@ -388,6 +388,41 @@ struct OwnerReduce {
   }
 };
 
+/// Host backends, unsorted ids, sums of rows of up to kBucketRowBytes where the descriptor's
+/// bucketed(row bytes) holds (both options): the descriptor cut the elements into chunks and the
+/// segments into buckets (slices of consecutive ids), and laid the valid elements out bucket by
+/// bucket, in element order within each (Segments::bucket_starts). StageTag, one work item per
+/// chunk: each element's row of the map is written to its place in that layout (a write to one of
+/// a few hundred streams). SumTag, one work item per bucket: its rows are added into its slice of
+/// the output, which stays in a core's L2 cache, and the slice is finished. Rows that would
+/// otherwise be added at random into outputs beyond the caches (two to three times the time, see
+/// kBucketOutputBytes) are written and read in order. Each segment is summed in element order,
+/// whatever the thread count or the chunks: bitwise reproducible.
+template <class R, class Ids>
+struct BucketReduce {
+  struct StageTag {};
+  struct SumTag {};
+  using Acc = typename R::acc_type;
+  R r;
+  Ids ids;
+  const index_t* starts;
+  const std::uint16_t* local;
+  Acc* rows;
+  index_t n, m, chunk, nb, nc;
+  int shift;
+  SEGOPS_FLATTEN void operator()(StageTag, index_t c) const {
+    index_t cur[kMaxBuckets];  // chunk c's write positions, one per bucket
+    for (index_t b = 0; b < nb; ++b) cur[b] = starts[c * nb + b];
+    r.bucket_rows(rows, cur, ids.data(), static_cast<index_t>(ids.stride(0)), c * chunk,
+                  Kokkos::min(n, (c + 1) * chunk), m, shift);
+  }
+  SEGOPS_FLATTEN void operator()(SumTag, index_t b) const {
+    const index_t end = b + 1 < nb ? starts[b + 1] : starts[nc * nb];
+    const index_t s0 = b << shift;
+    r.bucket_sums(rows, local, starts[b], end, s0, Kokkos::min(m, s0 + (index_t(1) << shift)));
+  }
+};
+
 /// Element rows [c kChunk, (c + 1) kChunk) of the map, computed into rows (SumReducer::stage).
 template <class R>
 struct StageRows {
@@ -407,6 +442,24 @@ struct StageRows {
 template <class Exec, class Seg, class R>
 void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* label) {
   const index_t m = seg.num_segments(), w = r.width();
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible &&
+                requires { requires R::can_bucket; }) {
+    using Acc = typename R::acc_type;
+    const auto ws = workspace_of<Acc>(seg);
+    if (w <= R::kMaxBucketWidth && seg.bucketed(w * index_t(sizeof(Acc))) &&
+        seg.num_valid() * w <= ws.room) {
+      const index_t nb = seg.num_buckets(), chunk = seg.bucket_chunk(), n = seg.num_elements();
+      using F = BucketReduce<R, typename Seg::ids_view>;
+      F f{r,     seg.ids(), seg.bucket_starts().data(), seg.bucket_local().data(), ws.data, n, m,
+          chunk, nb,        (n + chunk - 1) / chunk,    seg.bucket_shift()};
+      using Stage = Kokkos::RangePolicy<Exec, typename F::StageTag, Kokkos::IndexType<index_t>>;
+      using Sum = Kokkos::RangePolicy<Exec, typename F::SumTag, Kokkos::Schedule<Kokkos::Dynamic>,
+                                      Kokkos::IndexType<index_t>>;
+      Kokkos::parallel_for(label, Stage(exec, 0, f.nc), f);
+      Kokkos::parallel_for(label, Sum(exec, 0, nb), f);
+      return;
+    }
+  }
   const index_t cap = static_cast<index_t>(seg.carry().extent(0));
   // Rows wider than the carry cannot be tiled; they take the schedule for unsorted ids below.
   if (seg.deterministic() && w <= cap) {
@@ -939,48 +992,104 @@ struct SumReducer {
   }
   /// rows + e * w = the map's row of element e, for e in [lo, hi) (where stages()).
   KOKKOS_FUNCTION void stage(Acc* rows, index_t lo, index_t hi) const {
-    const Map mp = map;
-    auto each = [&](auto width, const auto& row) {
+    auto store = [&](auto width) {
       constexpr int W = decltype(width)::value;
-      for (index_t e = lo; e < hi; ++e) {
-        Acc v[W] = {};
-        row(e, v);
+      map_rows<W>(lo, hi, [&](index_t e, const Acc* v) {
         for (int k = 0; k < W; ++k) rows[e * W + k] = v[k];
-      }
-    };
-    using One = std::integral_constant<int, 1>;
-    using Two = std::integral_constant<int, 2>;
-    if constexpr (requires { mp.packed_width(); }) {
-      auto packed_rows = [&](auto width) {  // constant strides (with_packed_width)
-        constexpr int PW = decltype(width)::value;
-        auto of = [&](auto accs) {
-          constexpr int A = decltype(accs)::value;
-          if constexpr (map_width<A>)
-            each(accs, [&](index_t e, Acc(&v)[A]) {
-              mp.template packed_row<PW>(e, [&](int k, Acc x) { v[k] += x; });
-            });
-        };
-        if (w == 1)
-          of(One{});
-        else
-          of(Two{});
-      };
-      if (with_packed_width(mp.packed_width(), packed_rows)) return;
-    }
-    auto rows_of = [&](auto width) {
-      constexpr int W = decltype(width)::value;
-      each(width, [&](index_t e, Acc(&v)[W]) { contribution<W>(e, v); });
+      });
     };
     if (w == 1)
-      rows_of(One{});
+      store(std::integral_constant<int, 1>{});
     else
-      rows_of(Two{});
+      store(std::integral_constant<int, 2>{});
+  }
+  /// sink(e, v) for e in [lo, hi), v[0 .. W) the map's row of W accumulators of element e; packed
+  /// element rows with constant strides (with_packed_width; a map whose packed row has one
+  /// accumulator per column, as RowMap, has W == PW where this runs: the array is sized for both).
+  template <int W, class Sink>
+  KOKKOS_FUNCTION void map_rows(index_t lo, index_t hi, const Sink& sink) const {
+    if constexpr (map_width<W>) {
+      const Map mp = map;
+      if constexpr (requires { mp.packed_width(); }) {
+        auto packed_rows = [&](auto width) {
+          constexpr int PW = decltype(width)::value;
+          for (index_t e = lo; e < hi; ++e) {
+            Acc v[W > PW ? W : PW] = {};
+            mp.template packed_row<PW>(e, [&](int k, Acc x) { v[k] += x; });
+            sink(e, v);
+          }
+        };
+        if (with_packed_width(mp.packed_width(), packed_rows)) return;
+      }
+      for (index_t e = lo; e < hi; ++e) {
+        Acc v[W] = {};
+        contribution<W>(e, v);
+        sink(e, v);
+      }
+    }
   }
   /// This reduction over the rows stage() computed for elements [0, n).
   auto staged(const Acc* rows, index_t n) const {
     using Staged = RowMap<Acc, Acc>;
     return SumReducer<Acc, Staged, Out, Fin>{Staged{Mat<const Acc>{rows, n, w, w, 1}}, out, fin,
                                              carry, w};
+  }
+  // BucketReduce: each element's row written to its bucket, then each bucket summed into its
+  // slice of the output.
+  static constexpr bool can_bucket = true;
+  static constexpr int kMaxBucketWidth = 4;
+  /// The rows of the valid elements of [lo, hi), element by element, each to rows + W * cur[b]++
+  /// for its segment's bucket b = s >> shift.
+  template <class IdT>
+  void bucket_rows(Acc* rows, index_t* cur, const IdT* id, index_t st, index_t lo, index_t hi,
+                   index_t m, int shift) const {
+    auto each = [&](auto width) {
+      constexpr int W = decltype(width)::value;
+      map_rows<W>(lo, hi, [&](index_t e, const Acc* v) {
+        const index_t s = static_cast<index_t>(id[e * st]);
+        if (s < 0 || s >= m) return;  // dropped ids: predictable
+        Acc* d = rows + W * cur[s >> shift]++;
+        for (int k = 0; k < W; ++k) d[k] = v[k];
+      });
+    };
+    with_width(each);
+  }
+  /// Segments [s0, s1) = the sums of rows [p0, p1) (staged by bucket_rows), row p adding into
+  /// segment s0 + local[p], in position order (element order within a segment); then finished.
+  void bucket_sums(const Acc* rows, const std::uint16_t* local, index_t p0, index_t p1, index_t s0,
+                   index_t s1) const {
+    for (index_t s = s0; s < s1; ++s) init(OutSlot{s});
+    if (Acc* o = dense_rows()) {  // packed output rows: widths and strides as constants
+      auto each = [&](auto width) {
+        constexpr int W = decltype(width)::value;
+        Acc* slice = o + s0 * W;
+        for (index_t p = p0; p < p1; ++p)
+          for (int k = 0; k < W; ++k) slice[local[p] * W + k] += rows[p * W + k];
+      };
+      with_width(each);
+    } else {
+      for (index_t p = p0; p < p1; ++p) add_row(OutSlot{s0 + local[p]}, rows + p * w);
+    }
+    finalize_range(s0, s1);
+  }
+  /// f(integral_constant<int, W>) for w = W in 1 .. kMaxBucketWidth that the map can have.
+  template <class F>
+  KOKKOS_FUNCTION void with_width(const F& f) const {
+    auto one = [&](auto width) {
+      if constexpr (map_width<decltype(width)::value>) f(width);
+    };
+    switch (w) {
+      case 1:
+        return one(std::integral_constant<int, 1>{});
+      case 2:
+        return one(std::integral_constant<int, 2>{});
+      case 3:
+        return one(std::integral_constant<int, 3>{});
+      case 4:
+        return one(std::integral_constant<int, 4>{});
+      default:
+        return;
+    }
   }
   // PrivateReduce: elements added into rows of a copy; a copy's row added into an output row.
   static constexpr bool can_privatize = true;

@@ -5,6 +5,7 @@
 #include <Kokkos_Core.hpp>
 #include <Kokkos_Profiling_ScopedRegion.hpp>
 #include <Kokkos_Sort.hpp>
+#include <cstdint>
 #include <segops/impl/views.hpp>
 
 namespace segops::impl {
@@ -119,6 +120,41 @@ struct KeysToPerm {
   Keys keys;
   index_t n;
   KOKKOS_FUNCTION void operator()(index_t j) const { keys(j) = keys(j) % n; }
+};
+
+/// Bucketed sums (host backends): starts(c * nb + b) = the number of valid elements of chunk c
+/// whose segment lies in bucket b (segment >> shift). Chunk c owns its row: no atomics.
+template <class IdView, class Starts>
+struct BucketCounts {
+  IdView idx;
+  Starts starts;
+  index_t n, m, chunk, nb;
+  int shift;
+  void operator()(index_t c) const {
+    for (index_t i = c * chunk; i < Kokkos::min(n, (c + 1) * chunk); ++i) {
+      const index_t s = static_cast<index_t>(idx(i));
+      if (s >= 0 && s < m) ++starts(c * nb + (s >> shift));
+    }
+  }
+};
+
+/// local(p) for the valid elements of chunk c, each at its bucket's cursor (cursor: the starts,
+/// advanced as elements are placed): the segment less its bucket's first segment.
+template <class IdView, class Cursor, class Local>
+struct BucketLocal {
+  IdView idx;
+  Cursor cursor;
+  Local local;
+  index_t n, m, chunk, nb;
+  int shift;
+  void operator()(index_t c) const {
+    const index_t mask = (index_t(1) << shift) - 1;
+    for (index_t i = c * chunk; i < Kokkos::min(n, (c + 1) * chunk); ++i) {
+      const index_t s = static_cast<index_t>(idx(i));
+      if (s >= 0 && s < m)
+        local(cursor(c * nb + (s >> shift))++) = static_cast<std::uint16_t>(s & mask);
+    }
+  }
 };
 
 template <class Counts>
