@@ -60,6 +60,9 @@ struct Options {
   i64 max_n = std::numeric_limits<i64>::max();
   bool overhead = true;
   bool progress = true;
+  /// --case: SegOps alone on this one case (the CSV key op,order,dtype,index_type,N,M,D,sorted),
+  /// no copy, overhead or peers; peers.py times SegOps so right before each case's Python peers.
+  std::string only_case;
 };
 
 struct Output {
@@ -177,7 +180,7 @@ inline void time_copy_of(const Row& row, double bytes, const Options& opt) {
 }
 
 /// The copy's arrays (made at the first measurement, freed before Kokkos is finalized), and whether
-/// the case being run times it alternately with every measurement (N = 2^25).
+/// the case being run times it alternately with every SegOps measurement (N = 2^25, sorted).
 inline std::optional<StreamCopy> g_copy;
 inline bool g_paired = false;
 
@@ -534,7 +537,9 @@ struct Case {
         return;
       }
     }
-    if (g_paired) {  // copy_fraction against the copy timed alternately with the op
+    // copy_fraction against the copy timed alternately with the op: SegOps' rows, whose targets
+    // these are (a peer's alternate calls would only double its time)
+    if (g_paired && impl.rfind("segops", 0) == 0) {
       const auto [t, copy_gbps] = time_median_paired(call, *g_copy, opt);
       write_row(row, impl, t, bytes, copy_gbps);
     } else {
@@ -562,8 +567,12 @@ struct Case {
     if (!with_peers) return;
     if (n <= 1000000) time_copy_of(row, bytes, opt);
     auto one = [&](auto tag) {
-      // The plain loop at N = 2^25 costs more wall time than it tells in the quick suite.
-      if (decltype(tag)::value == Peer::serial && !opt.full && n > 10000000) return;
+      // The plain loop at N = 2^25 costs more wall time than it tells in the quick suite, and so
+      // do the OpenMP atomics on unsorted ids there (over a second a call, ScatterView's
+      // duplicated sums half that): --full runs both.
+      constexpr Peer P = decltype(tag)::value;
+      if (!opt.full && n > 10000000 && (P == Peer::serial || (P == Peer::omp_atomic && !sorted)))
+        return;
       auto call = make(tag);
       measure(peer_name(decltype(tag)::value, reduces), call);
     };

@@ -305,8 +305,34 @@ std::vector<OpOrder> filter(const Options& opt, const std::vector<OpOrder>& ops,
   return r;
 }
 
+/// The case named by --case (its CSV key), SegOps only; exits with a message on a key that names
+/// no op-order or no case of the uniform or skewed regime.
+CaseSpec named_case(const std::string& key) {
+  std::vector<std::string> f;
+  std::stringstream ss(key);
+  for (std::string t; std::getline(ss, t, ',');) f.push_back(t);
+  auto fail = [&](const char* why) {
+    std::fprintf(stderr, "--case %s: %s (expected op,order,dtype,index_type,N,M,D,sorted)\n",
+                 key.c_str(), why);
+    std::exit(2);
+  };
+  if (f.size() != 8) fail("eight comma-separated fields");
+  std::vector<OpOrder> ops;
+  for (const auto* list : {&kQuickOps, &kExtraFullOps, &kMoreOps})
+    for (const auto& o : *list)
+      if (f[0] == o.op && f[1] == o.order) ops.push_back(o);
+  if (ops.empty()) fail("no such op and order");
+  const i64 n = std::stoll(f[4]), m = std::stoll(f[5]), d = std::stoll(f[6]);
+  const auto regime = f[7].rfind("skew-", 0) == 0 ? sb::Regime::skew : sb::Regime::uniform;
+  const bool sorted = f[7] == "sorted" || f[7] == "skew-sorted";
+  const i64 len = m > 0 ? n / m : 0;
+  if (len < 1 || sb::num_segments(n, len, regime) != m) fail("N and M of no regime");
+  return {f[2] == "double", f[3] == "int64", n, len, regime, sorted, d, false, false, {ops[0]}};
+}
+
 std::vector<CaseSpec> make_sweep(const Options& opt) {
   std::vector<CaseSpec> specs;
+  if (!opt.only_case.empty()) return {named_case(opt.only_case)};
   const i64 big = i64(1) << 25;
   auto add = [&](CaseSpec s) {
     if (s.n > opt.max_n || s.ops.empty()) return;
@@ -349,10 +375,7 @@ std::vector<CaseSpec> make_sweep(const Options& opt) {
     for (i64 d : {i64(1), i64(3)})
       add({false, false, big, 3, sb::Regime::uniform, true, d, false, true,
            filter(opt, kQuickOps, target)});
-    // The same at L = 1000 (a few thousand atoms per system), SegOps only (time budget).
-    for (i64 d : {i64(1), i64(3)})
-      add({false, false, big, 1000, sb::Regime::uniform, true, d, false, false,
-           filter(opt, kQuickOps, target)});
+    // (L = 1000 there, a few thousand atoms per system, runs in --full: the 5-minute budget.)
     // Deterministic vs default on unsorted ids at the largest N (reductions only), and the C++
     // peers there (outputs beyond the caches: the bucketed sums).
     const std::set<std::string> det = {"sum/fwd", "dot/fwd"};
@@ -431,7 +454,9 @@ void usage() {
   std::printf(
       "bench_segops [--full] [--min-time S] [--min-runs K] [--ops a,b] [--max-n N]\n"
       "             [--csv FILE] [--notes FILE] [--no-overhead] [--quiet] [Kokkos options]\n"
-      "  quick sweep by default (a few minutes); --full runs the whole sweep (hours).\n");
+      "             [--case op,order,dtype,index_type,N,M,D,sorted]\n"
+      "  quick sweep by default (a few minutes); --full runs the whole sweep (hours);\n"
+      "  --case times SegOps alone on that one case (no copy, overhead or peers).\n");
 }
 
 }  // namespace bench
@@ -465,6 +490,8 @@ int main(int argc, char** argv) {
       opt.overhead = false;
     else if (a == "--quiet")
       opt.progress = false;
+    else if (a == "--case")
+      opt.only_case = next();
     else if (a == "--ops") {
       std::stringstream ss(next());
       for (std::string t; std::getline(ss, t, ',');) opt.ops.insert(t);
@@ -492,16 +519,17 @@ int main(int argc, char** argv) {
       "bench_segops: %s sweep on %s with %d threads, min %.2f s and %d runs per measurement\n",
       opt.full ? "full" : "quick", Exec::name(), int(Exec().concurrency()), opt.min_time,
       opt.min_runs);
-  measure_copy(opt);
-  if (opt.overhead) measure_overhead(opt);
+  const bool one_case = !opt.only_case.empty();
+  if (!one_case) measure_copy(opt);
+  if (opt.overhead && !one_case) measure_overhead(opt);
   const auto specs = make_sweep(opt);
   for (auto& s : specs) g_out.total += int(s.ops.size());
   for (auto& s : specs) {
     // This machine's memory bandwidth drifts over a run (a shared VM: copy 38-86 GB/s on one
-    // day), so the copy is measured again right before each N = 2^25 case (the copy-bandwidth
-    // targets), and every measurement of that case times it alternately with the op: each row's
-    // copy_fraction is against the copy timed with it (time_median_paired).
-    g_paired = s.n >= (i64(1) << 25);
+    // day), so the copy is measured again right before each sorted N = 2^25 case (the
+    // copy-bandwidth targets), and every SegOps measurement of that case times it alternately with
+    // the op: such a row's copy_fraction is against the copy timed with it (time_median_paired).
+    g_paired = s.n >= (i64(1) << 25) && s.sorted && !one_case;
     if (g_paired) measure_copy(opt);
     run_spec(s, opt);
   }

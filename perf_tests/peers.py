@@ -891,10 +891,13 @@ def main():
     ap.add_argument("--min-runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--full", action="store_true", help="run every case of the C++ CSV")
+    ap.add_argument("--segops-bin", default=None,
+                    help="bench_segops: SegOps is timed again right before each case's peers (row segops_adjacent)")
     ap.add_argument("--cache", default=os.environ.get("SEGOPS_CACHE", os.path.expanduser("~/.cache/segops")))
     args = ap.parse_args()
 
     notes = open(args.notes, "w")
+    print("peers.py: loading the peers", file=sys.stderr, flush=True)
 
     def note(line):
         print("  " + line, file=sys.stderr, flush=True)
@@ -946,6 +949,29 @@ def main():
         t = time_median(call, lambda r: r, 0.2, 11)
         return 2 * 4 * n / t / 1e9, how
 
+    # The C++ suite ran minutes earlier, under whatever memory bandwidth the machine gave then (on
+    # a shared VM its copy moved from 24 to 40 GB/s between the two phases of one run). So SegOps
+    # is timed once more on each case, in a process of its own right before that case's peers, and
+    # the summary compares the Python peers with that row.
+    def segops_adjacent(k):
+        if not args.segops_bin:
+            return None
+        import subprocess
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            out_csv, out_notes = os.path.join(tmp, "case.csv"), os.path.join(tmp, "notes.txt")
+            env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads", OMP_NUM_THREADS=str(args.threads))
+            cmd = [args.segops_bin, "--case", ",".join(k), "--csv", out_csv, "--notes", out_notes, "--quiet",
+                   "--min-time", str(args.min_time), "--min-runs", str(args.min_runs),
+                   f"--kokkos-num-threads={args.threads}"]
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            rows_ = list(csv.DictReader(open(out_csv))) if os.path.exists(out_csv) else []
+            row = next((x for x in rows_ if x["impl"] == "segops"), None)
+            if r.returncode != 0 or row is None:
+                note(f"failed: segops_adjacent [{' '.join(k)}]: exit {r.returncode} {r.stderr.strip()[-200:]}")
+                return None
+            return float(row["median_s"])
+
     start_copy, how = copy_now()
     out = open(args.csv, "w", newline="")
     w = csv.writer(out)
@@ -960,6 +986,12 @@ def main():
             note(f"failed: reference for {' '.join(k)}: {e}")
             continue
         tol = 2e-3 if c.dtype == np.float32 else 1e-9
+        t = segops_adjacent(k) if peers else None
+        if t is not None:
+            gbps = c.bytes / t / 1e9
+            w.writerow(list(k) + ["segops_adjacent", f"{t:.6e}", f"{c.bytes:.0f}", f"{gbps:.4f}",
+                                  f"{gbps / copy_gbps if copy_gbps else 0:.4f}"])
+            out.flush()
         for p in peers:
             try:
                 impls = p.impls(c, ins)

@@ -34,6 +34,12 @@ def is_segops(impl):
     return impl.startswith("segops")
 
 
+def py_side(seg, rows):
+    """The SegOps row to compare a case's Python peers with: the one peers.py timed right before
+    them (segops_adjacent), else the C++ suite's."""
+    return next((r for r in rows if r["impl"] == "segops_adjacent"), seg)
+
+
 def fmt(x, nd=2):
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -46,8 +52,8 @@ def main():
     args = ap.parse_args()
     rows = load(args.csv)
     # copy rows: one pair (stream_copy, deep_copy) per measurement, first at the start of the run,
-    # then before each N = 2^25 case; a row's copy_fraction is against the latest before it, or at
-    # N = 2^25 against the copy timed alternately with the row's own runs
+    # then before each sorted N = 2^25 case; a row's copy_fraction is against the latest before it,
+    # or for SegOps there against the copy timed alternately with the row's own runs
     copy = defaultdict(list)
     for r in rows:
         if r["op"] == "copy":
@@ -75,15 +81,17 @@ def main():
     print(f"Copy bandwidth (same run): " + ", ".join(f"{k} {v[0]:.2f} GB/s" for k, v in copy.items())
           + f"; reference {copy_ref:.2f} GB/s")
     if len(refs) > 1:
-        print(f"  measured again before each N = 2^25 case (whose copy% uses the copy timed alternately with each op): "
+        print(f"  measured again before each sorted N = 2^25 case (whose SegOps copy% uses the copy timed alternately with the op): "
               + ", ".join(f"{v:.2f}" for v in refs[1:]) + " GB/s")
     print()
     print("Per op at the largest N with Python peers (float, int32, D=3, L=3); GB/s from the op's minimal bytes;")
-    print("'x' = how many times faster SegOps is than the best peer (<1: slower); 'cp same' = a copy of the")
-    print("same bytes at the same size (the op's ceiling in this cache)")
+    print("'x' = how many times faster SegOps is than the best peer (<1: slower), against the Python peers")
+    print("with SegOps timed again right before them (segops_adjacent) where it was; 'cp same' = a copy of the")
+    print("same bytes at the same size (the op's ceiling in this cache); 'SegOps@py' = SegOps' GB/s timed right")
+    print("before the case's Python peers")
     opw = max([10] + [len(o) + 1 for o, _ in ops])  # inner_products, component_sum
     hdr = (f"{'op':<{opw}}{'ord':<4}{'ids':<9}{'N':>8} {'SegOps':>7} {'copy%':>6} {'cp same':>7}  {'best C++ peer':<26}"
-           f"{'best Python peer':<31}{'x best':>7}{'x py':>6}")
+           f"{'SegOps@py':>9}  {'best Python peer':<31}{'x best':>7}{'x py':>6}")
     print(hdr)
     print("-" * len(hdr))
     below = []
@@ -102,21 +110,24 @@ def main():
             cpp = max((r for r in at if not is_segops(r["impl"]) and not r["impl"].startswith(PY_PREFIX)),
                       key=lambda r: r["gbps"], default=None)
             py = max((r for r in at if r["impl"].startswith(PY_PREFIX)), key=lambda r: r["gbps"], default=None)
-            best = max([r for r in (cpp, py) if r], key=lambda r: r["gbps"], default=None)
             sg = seg["gbps"] if seg else None
             if seg:
                 shown.add(case(seg))
             cs = same.get(case(seg)) if seg else None
-            xb = sg / best["gbps"] if seg and best else None
-            xp = sg / py["gbps"] if seg and py else None
+            xc = sg / cpp["gbps"] if seg and cpp else None
+            adj = py_side(seg, at) if seg else None
+            sa = adj["gbps"] if adj is not None and adj is not seg else None
+            xp = adj["gbps"] / py["gbps"] if seg and py else None
+            xb = min((x for x in (xc, xp) if x is not None), default=None)
+            best, mine = (cpp, sg) if xb is not None and xb == xc else (py, adj["gbps"] if adj else None)
             c1 = f"{cpp['impl']} {cpp['gbps']:.2f}" if cpp else "-"
             c2 = f"{py['impl']} {py['gbps']:.2f}" if py else "-"
             print(f"{op:<{opw}}{order:<4}{srt:<9}{n:>8} {fmt(sg):>7} {fmt(seg['copy_fraction'] * 100 if seg else None, 0):>6}"
-                  f" {fmt(cs):>7}  {c1:<26}{c2:<31}{fmt(xb):>7}{fmt(xp):>6}")
+                  f" {fmt(cs):>7}  {c1:<26}{fmt(sa):>9}  {c2:<31}{fmt(xb):>7}{fmt(xp):>6}")
             if seg is None:
                 below.append(f"{op} {order} {srt} N={n}: no SegOps result (missing or wrong, see notes)")
             elif xb is not None and xb < 1:
-                below.append(f"{op} {order} {srt} N={n}: SegOps {sg:.2f} GB/s slower than {best['impl']} {best['gbps']:.2f} GB/s")
+                below.append(f"{op} {order} {srt} N={n}: SegOps {mine:.2f} GB/s slower than {best['impl']} {best['gbps']:.2f} GB/s")
             elif xp is not None and xp < 2:
                 bound = (f"; 2x needs {2 * py['gbps']:.2f} GB/s, {2 * py['gbps'] / cs * 100:.0f}% of a copy of the same bytes"
                          if cs else "")
@@ -135,14 +146,17 @@ def main():
         if not seg or not peers:
             continue
         compared += 1
-        bp = min(peers, key=lambda r: r["median_s"])
-        if bp["median_s"] >= seg["median_s"]:
+        # each peer against the SegOps row timed in its phase
+        mine = {id(p): py_side(seg, rs) if p["impl"].startswith(PY_PREFIX) else seg for p in peers}
+        bp = min(peers, key=lambda p: p["median_s"] / mine[id(p)]["median_s"])
+        sr = mine[id(bp)]
+        if bp["median_s"] >= sr["median_s"]:
             won += 1
         elif k not in shown:
             length = round(seg["N"] / max(seg["M"], 1))
             below.append(f"{seg['op']} {seg['order']} {seg['sorted']} {seg['dtype']} {seg['index_type']} N={seg['N']} L={length}"
-                         f" D={seg['D']}: SegOps {seg['median_s'] * 1e3:.3f} ms slower than {bp['impl']}"
-                         f" {bp['median_s'] * 1e3:.3f} ms ({seg['median_s'] / bp['median_s']:.2f}x the time)")
+                         f" D={seg['D']}: SegOps {sr['median_s'] * 1e3:.3f} ms slower than {bp['impl']}"
+                         f" {bp['median_s'] * 1e3:.3f} ms ({sr['median_s'] / bp['median_s']:.2f}x the time)")
     if compared:
         print()
         print(f"Every case at N >= 1e5 with a peer (all N, D, L, types): SegOps faster than every peer in {won} of {compared}")
@@ -250,7 +264,9 @@ def main():
                     ax.set_title(f"{fam} {o}, {srt} ids, float, D={d}, L=3")
                     ax.grid(True, alpha=0.3)
                     ax.legend(fontsize=7, ncol=2)
-            fig.tight_layout()
+            h = 3.6 * len(orders)  # fixed margins in inches: tight_layout draws each figure once more
+            fig.subplots_adjust(left=0.06, right=0.99, bottom=0.5 / h, top=1 - 0.35 / h, wspace=0.18,
+                                hspace=0.75 / 2.75)
             fig.savefig(os.path.join(args.plots, f"{fam}.png"), dpi=90)
             plt.close(fig)
         print(f"\nplots: {args.plots}/<family>.png")

@@ -76,6 +76,7 @@ if [ -n "$py" ] && [ -x "$py" ]; then
   say "running the Python peers"
   unset OMP_PROC_BIND OMP_PLACES
   "$py" perf_tests/peers.py "${mode[@]}" --cpp-csv results/bench_cpp.csv --csv results/bench_py.csv \
+    --segops-bin ./build-bench/perf_tests/bench_segops \
     --notes results/notes_py.txt --threads "$threads" --min-time "$([ $full = 1 ] && echo 0.2 || echo 0.05)" ||
     echo "missing: Python peers (peers.py exited with an error; see above)" >>results/notes_py.txt
 else

@@ -1004,8 +1004,9 @@ struct SumReducer {
       store(std::integral_constant<int, 2>{});
   }
   /// sink(e, v) for e in [lo, hi), v[0 .. W) the map's row of W accumulators of element e; packed
-  /// element rows with constant strides (with_packed_width; a map whose packed row has one
-  /// accumulator per column, as RowMap, has W == PW where this runs: the array is sized for both).
+  /// element rows with constant strides (with_packed_width). A packed row of PW columns may have
+  /// other than W accumulators (RowMap's PW, OuterMap's PW^2) where this is instantiated but never
+  /// runs (the map's width is W where it runs): its array holds kLocal, as many as any map has.
   template <int W, class Sink>
   KOKKOS_FUNCTION void map_rows(index_t lo, index_t hi, const Sink& sink) const {
     if constexpr (map_width<W>) {
@@ -1014,7 +1015,7 @@ struct SumReducer {
         auto packed_rows = [&](auto width) {
           constexpr int PW = decltype(width)::value;
           for (index_t e = lo; e < hi; ++e) {
-            Acc v[W > PW ? W : PW] = {};
+            Acc v[kLocal] = {};
             mp.template packed_row<PW>(e, [&](int k, Acc x) { v[k] += x; });
             sink(e, v);
           }
