@@ -305,12 +305,18 @@ std::vector<OpOrder> filter(const Options& opt, const std::vector<OpOrder>& ops,
   return r;
 }
 
-/// The case named by --case (its CSV key), SegOps only; exits with a message on a key that names
-/// no op-order or no case of the uniform or skewed regime.
-CaseSpec named_case(const std::string& key) {
+/// The comma-separated fields of an option's value (--ops, --case).
+std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> f;
-  std::stringstream ss(key);
+  std::stringstream ss(s);
   for (std::string t; std::getline(ss, t, ',');) f.push_back(t);
+  return f;
+}
+
+/// The case named by --case (its CSV key, spelled as the CSV spells it), SegOps only; exits with a
+/// message on a key that names no op-order or no case of the uniform or skewed regime.
+CaseSpec named_case(const std::string& key) {
+  const auto f = split_commas(key);
   auto fail = [&](const char* why) {
     std::fprintf(stderr, "--case %s: %s (expected op,order,dtype,index_type,N,M,D,sorted)\n",
                  key.c_str(), why);
@@ -322,7 +328,17 @@ CaseSpec named_case(const std::string& key) {
     for (const auto& o : *list)
       if (f[0] == o.op && f[1] == o.order) ops.push_back(o);
   if (ops.empty()) fail("no such op and order");
-  const i64 n = std::stoll(f[4]), m = std::stoll(f[5]), d = std::stoll(f[6]);
+  if (f[2] != "float" && f[2] != "double") fail("dtype is float or double");
+  if (f[3] != "int32" && f[3] != "int64") fail("index_type is int32 or int64");
+  const std::set<std::string> orders = {"sorted", "unsorted", "skew-sorted", "skew-unsorted"};
+  if (!orders.count(f[7])) fail("sorted is sorted, unsorted, skew-sorted or skew-unsorted");
+  auto count = [&](const std::string& t) -> i64 {
+    char* end = nullptr;
+    const long long v = std::strtoll(t.c_str(), &end, 10);
+    if (t.empty() || *end != '\0' || v < 1) fail("N, M and D are positive integers");
+    return v;
+  };
+  const i64 n = count(f[4]), m = count(f[5]), d = count(f[6]);
   const auto regime = f[7].rfind("skew-", 0) == 0 ? sb::Regime::skew : sb::Regime::uniform;
   const bool sorted = f[7] == "sorted" || f[7] == "skew-sorted";
   const i64 len = m > 0 ? n / m : 0;
@@ -493,8 +509,7 @@ int main(int argc, char** argv) {
     else if (a == "--case")
       opt.only_case = next();
     else if (a == "--ops") {
-      std::stringstream ss(next());
-      for (std::string t; std::getline(ss, t, ',');) opt.ops.insert(t);
+      for (const auto& t : split_commas(next())) opt.ops.insert(t);
     } else if (a == "--help" || a == "-h") {
       usage();
       return 0;

@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -956,8 +958,6 @@ def main():
     def segops_adjacent(k):
         if not args.segops_bin:
             return None
-        import subprocess
-        import tempfile
         with tempfile.TemporaryDirectory() as tmp:
             out_csv, out_notes = os.path.join(tmp, "case.csv"), os.path.join(tmp, "notes.txt")
             env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads", OMP_NUM_THREADS=str(args.threads))
@@ -965,7 +965,10 @@ def main():
                    "--min-time", str(args.min_time), "--min-runs", str(args.min_runs),
                    f"--kokkos-num-threads={args.threads}"]
             r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            rows_ = list(csv.DictReader(open(out_csv))) if os.path.exists(out_csv) else []
+            rows_ = []
+            if os.path.exists(out_csv):
+                with open(out_csv) as f:
+                    rows_ = list(csv.DictReader(f))
             row = next((x for x in rows_ if x["impl"] == "segops"), None)
             if r.returncode != 0 or row is None:
                 note(f"failed: segops_adjacent [{' '.join(k)}]: exit {r.returncode} {r.stderr.strip()[-200:]}")

@@ -146,10 +146,10 @@ def main():
         if not seg or not peers:
             continue
         compared += 1
-        # each peer against the SegOps row timed in its phase
-        mine = {id(p): py_side(seg, rs) if p["impl"].startswith(PY_PREFIX) else seg for p in peers}
-        bp = min(peers, key=lambda p: p["median_s"] / mine[id(p)]["median_s"])
-        sr = mine[id(bp)]
+        def mine(p):  # each peer against the SegOps row timed in its phase
+            return py_side(seg, rs) if p["impl"].startswith(PY_PREFIX) else seg
+        bp = min(peers, key=lambda p: p["median_s"] / mine(p)["median_s"])
+        sr = mine(bp)
         if bp["median_s"] >= sr["median_s"]:
             won += 1
         elif k not in shown:
