@@ -58,7 +58,12 @@ void check_descriptor(const Seg& seg, const Case& c, bool deterministic_option,
   // Stable and covering exactly the valid elements: positions [offsets(s), offsets(s+1)) list
   // the elements of segment s in ascending index order.
   auto perm = to_host_i64(seg.permutation());
-  ASSERT_GE(static_cast<i64>(perm.size()), n_valid) << what;
+  ASSERT_EQ(static_cast<i64>(perm.size()), c.n()) << what;
+  // the dropped elements last, in ascending index order
+  std::vector<i64> dropped;
+  for (i64 i = 0; i < c.n(); ++i)
+    if (!c.valid(i)) dropped.push_back(i);
+  EXPECT_EQ(std::vector<i64>(perm.begin() + n_valid, perm.end()), dropped) << what;
   perm.resize(n_valid);
   EXPECT_EQ(perm, stable_order(c)) << what;
 }
@@ -198,7 +203,8 @@ TEST(Segments, SortednessDetection) {
   }
 }
 
-/// A permutation big enough for Kokkos::sort to take its parallel path, with many equal ids.
+/// A permutation big enough for Kokkos::sort (CUDA) to take its parallel path and for the host
+/// counting sort to split it among its owner threads, with many equal ids.
 TEST(Segments, PermutationStableOnLargeInput) {
   std::mt19937_64 rng(8);
   Case c{"large", {}, 37};

@@ -157,8 +157,13 @@ class Segments {
     counts_ = index_view("segops::Segments::counts", m_);
     offsets_ = index_view("segops::Segments::offsets", m_ + 1);
     if (sorted_) {
-      Kokkos::parallel_for("segops::Segments::sorted_offsets", range(exec, 0, m_ + 1),
-                           impl::SortedOffsets<ids_view, index_view>{ids_, offsets_, n_});
+      if constexpr (host_backend)
+        Kokkos::parallel_for(
+            "segops::Segments::sorted_offsets", range(exec, 0, n_ + 1),
+            impl::SortedOffsetsLinear<ids_view, index_view>{ids_, offsets_, n_, m_});
+      else
+        Kokkos::parallel_for("segops::Segments::sorted_offsets", range(exec, 0, m_ + 1),
+                             impl::SortedOffsets<ids_view, index_view>{ids_, offsets_, n_});
       Kokkos::parallel_for("segops::Segments::counts", range(exec, 0, m_),
                            impl::CountsFromOffsets<index_view, index_view>{offsets_, counts_});
     } else {
@@ -180,9 +185,7 @@ class Segments {
                               Kokkos::Max<index_type>(max_count_));
 
     index_type cap = opt_.carry_capacity;
-    if (cap <= 0)
-      cap = Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible ? (1 << 16)
-                                                                                 : (1 << 20);
+    if (cap <= 0) cap = host_backend ? (1 << 16) : (1 << 20);
     carry_ = Kokkos::View<double*, memory_space>("segops::Segments::carry", cap);
     carry_idx_ = index_view("segops::Segments::carry_index", cap);
     // Host backends, unsorted ids, default options: room for (threads - 1) output copies of rows
@@ -191,7 +194,7 @@ class Segments {
     // segment-owner schedule, which needs none).
     // With the deterministic option instead: 8 bytes per element, where sums of dot products
     // stage each element's value before the tiles over the permutation gather it.
-    if constexpr (Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible) {
+    if constexpr (host_backend) {
       const index_type copies = static_cast<index_type>(exec.concurrency()) - 1;
       index_type bytes = 0;
       if (!sorted_ && !opt_.deterministic && copies > 0 && m_ > 0 && copies * m_ <= n_valid_)
@@ -210,19 +213,33 @@ class Segments {
     exec.fence("segops::Segments: descriptor ready");
   }
 
+  /// The deterministic option's stable permutation: host backends count-sort by segment (O(N + M),
+  /// PermByOwner); CUDA sorts keys id * N + i with Kokkos::sort.
   void build_permutation(const ExecSpace& exec) {
     using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_type>>;
-    if (n_ > 0 && m_ + 1 > std::numeric_limits<index_type>::max() / n_)
-      impl::fail("Segments", "idx",
-                 "number of elements too large for the deterministic option with this M "
-                 "((M + 1) * N must fit in int64); largest allowed",
-                 std::numeric_limits<index_type>::max() / (m_ + 1), n_);
-    perm_ = index_view("segops::Segments::permutation", n_);
-    Kokkos::parallel_for("segops::Segments::perm_keys", range(exec, 0, n_),
-                         impl::PermKeys<ids_view, index_view>{ids_, perm_, n_, m_});
-    Kokkos::sort(exec, perm_);
-    Kokkos::parallel_for("segops::Segments::perm", range(exec, 0, n_),
-                         impl::KeysToPerm<index_view>{perm_, n_});
+    perm_ = index_view(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::permutation"), n_);
+    if constexpr (host_backend) {
+      index_view cursor(
+          Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::perm_cursor"), m_ + 1);
+      Kokkos::deep_copy(exec, cursor, offsets_);
+      const index_type parts =
+          std::min<index_type>(kPermParts, std::max<index_type>(1, exec.concurrency()));
+      Kokkos::parallel_for(
+          "segops::Segments::perm", range(exec, 0, parts),
+          impl::PermByOwner<ids_view, index_view, index_view>{ids_, cursor, perm_, n_, m_, parts});
+    } else {
+      if (n_ > 0 && m_ + 1 > std::numeric_limits<index_type>::max() / n_)
+        impl::fail("Segments", "idx",
+                   "number of elements too large for the deterministic option with this M "
+                   "((M + 1) * N must fit in int64); largest allowed",
+                   std::numeric_limits<index_type>::max() / (m_ + 1), n_);
+      Kokkos::parallel_for("segops::Segments::perm_keys", range(exec, 0, n_),
+                           impl::PermKeys<ids_view, index_view>{ids_, perm_, n_, m_});
+      Kokkos::sort(exec, perm_);
+      Kokkos::parallel_for("segops::Segments::perm", range(exec, 0, n_),
+                           impl::KeysToPerm<index_view>{perm_, n_});
+    }
   }
 
   /// Host backends: the bucket layout of BucketReduce (see bucket_starts()). Slices of
@@ -277,6 +294,10 @@ class Segments {
            (opt_.buckets == Buckets::automatic && m_ * row_bytes > beyond);
   }
 
+  static constexpr bool host_backend =
+      Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+  /// Owners of the host permutation's counting sort: each reads all N ids, so a few.
+  static constexpr index_type kPermParts = 8;
   static constexpr index_type kWorkspaceRowBytes = 36;  // per segment and output copy
   static constexpr index_type kStagedElementBytes = 8;  // per element (deterministic option)
   ids_view ids_;
