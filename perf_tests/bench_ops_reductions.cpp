@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CPU benchmark's component_sum, count, max, min and max_norm (see bench_segops.cpp). Inputs
-// come from fixed streams (x=1, g=3, u=4; perf_tests/README.md).
+// The CPU benchmark's component_sum, count, max, min, max_norm and the descriptor build (see
+// bench_segops.cpp). Inputs come from fixed streams (x=1, g=3, u=4; perf_tests/README.md).
 #include "bench_harness.hpp"
 
 namespace bench {
@@ -56,6 +56,44 @@ void bench_component_sum(Case<T, I>& c, const std::string& order) {
   });
 }
 
+/// The count op's peers: out(s) = the number of elements with id s, as each peer would count them
+/// (ScatterView: the duplicated one, built once as a user keeps it).
+template <Peer P, class I>
+struct PeerCount {
+  using Counts = Kokkos::View<i64*, Host>;
+  using Sv = Kokkos::Experimental::ScatterView<
+      i64*, Kokkos::LayoutRight, Exec, Kokkos::Experimental::ScatterSum,
+      Kokkos::Experimental::ScatterDuplicated, Kokkos::Experimental::ScatterNonAtomic>;
+  Counts out;
+  Sv sv;
+  explicit PeerCount(Counts o) : out(o) {
+    if constexpr (P == Peer::sv_dup) sv = Sv(out);
+  }
+  void operator()(const I* id, i64 n) const {
+    const i64 m = i64(out.extent(0));
+    i64* op = out.data();
+    if constexpr (P == Peer::sv_dup) {
+      Kokkos::deep_copy(Exec(), out, i64(0));
+      Sv s_view = sv;
+      s_view.reset();
+      Kokkos::parallel_for("bench::count", Kokkos::RangePolicy<Exec, Kokkos::IndexType<i64>>(0, n),
+                           [=](i64 i) { s_view.access()(id[i]) += 1; });
+      Counts o = out;
+      Kokkos::Experimental::contribute(o, s_view);
+    } else {
+      peer_for<P>(m, [=](i64 s) { op[s] = 0; });
+      peer_for<P>(n, [=](i64 i) {
+        if constexpr (P == Peer::omp_atomic) {
+#pragma omp atomic
+          op[id[i]] += 1;
+        } else {
+          op[id[i]] += 1;
+        }
+      });
+    }
+  }
+};
+
 template <class T, class I>
 void bench_count(Case<T, I>& c) {
   const i64 n = c.n, m = c.m;
@@ -72,33 +110,69 @@ void bench_count(Case<T, I>& c) {
   });
   c.segops([&](auto& seg, auto) -> bool { SEGOPS_BENCH_CALL(segmented_count(c.exec, seg, out)) });
   c.peers(true, [&](auto tag) {
-    constexpr Peer P = decltype(tag)::value;
-    using Sv = Kokkos::Experimental::ScatterView<
-        i64*, Kokkos::LayoutRight, Exec, Kokkos::Experimental::ScatterSum,
-        Kokkos::Experimental::ScatterDuplicated, Kokkos::Experimental::ScatterNonAtomic>;
-    Sv sv;
-    if constexpr (P == Peer::sv_dup) sv = Sv(out);
-    return [=]() {
-      if constexpr (P == Peer::sv_dup) {
-        Kokkos::deep_copy(Exec(), out, i64(0));
-        Sv s_view = sv;
-        s_view.reset();
-        Kokkos::parallel_for("bench::count",
-                             Kokkos::RangePolicy<Exec, Kokkos::IndexType<i64>>(0, n),
-                             [=](i64 i) { s_view.access()(id[i]) += 1; });
-        Counts o = out;
-        Kokkos::Experimental::contribute(o, s_view);
-      } else {
-        peer_for<P>(m, [=](i64 s) { op[s] = 0; });
-        peer_for<P>(n, [=](i64 i) {
-          if constexpr (P == Peer::omp_atomic) {
-#pragma omp atomic
-            op[id[i]] += 1;
-          } else {
-            op[id[i]] += 1;
-          }
-        });
+    return [=, count = PeerCount<decltype(tag)::value, I>(out)] { count(id, n); };
+  });
+}
+
+/// The descriptor itself (op "segments", order "build"): a new segops::Segments from the ids, as a
+/// code whose ids change every step builds one (the old one freed in the call); row segops_det
+/// with the deterministic option (unsorted ids: its stable permutation too). Checked: counts,
+/// offsets and (segops_det) the permutation. Minimal bytes: the ids read, counts (M) and offsets
+/// (M + 1) written as int64 (a permutation would add 8 N). Peers build the same counts and offsets
+/// as a user would for CSR: the count op's loops, then an exclusive scan.
+template <class T, class I>
+void bench_segments_build(Case<T, I>& c) {
+  const i64 n = c.n, m = c.m;
+  const I* id = c.id();
+  using Counts = Kokkos::View<i64*, Host>;
+  Counts counts(Kokkos::view_alloc(Kokkos::WithoutInitializing, "bench::counts"), m),
+      offsets(Kokkos::view_alloc(Kokkos::WithoutInitializing, "bench::offsets"), m + 1);
+  c.begin("segments", "build", {}, {}, double(2 * m + 1) * sizeof(i64));
+  std::optional<segops::Segments<I, Exec>> built;
+  const i64 *got_c = nullptr, *got_o = nullptr, *got_p = nullptr;  // the call's results
+  c.prepare = [&] {
+    std::fill(counts.data(), counts.data() + m, i64(-1));
+    std::fill(offsets.data(), offsets.data() + m + 1, i64(-1));
+    built.reset();
+    got_c = got_o = got_p = nullptr;
+  };
+  c.extra_checks.push_back([&] {
+    const double bad = std::numeric_limits<double>::infinity();
+    if (!got_c || !got_o) return bad;
+    i64 p = 0;
+    for (i64 s = 0; s < m; ++s) {
+      if (got_c[s] != c.cnt[s] || got_o[s] != p) return bad;
+      p += c.cnt[s];
+    }
+    if (got_o[m] != p) return bad;
+    if (got_p)  // stable: each segment's elements in ascending index order
+      for (i64 s = 0; s < m; ++s)
+        for (i64 j = got_o[s]; j < got_o[s + 1]; ++j)
+          if (id[got_p[j]] != s || (j > got_o[s] && got_p[j] <= got_p[j - 1])) return bad;
+    return 0.0;
+  });
+  c.segops([&](auto& seg, auto) -> bool {
+    const bool det = c.seg_det && &seg == &*c.seg_det;
+    built.emplace(c.exec, c.ids, m, segops::SegmentsOptions{.deterministic = det});
+    got_c = built->counts().data();
+    got_o = built->offsets().data();
+    if (det && !built->sorted()) got_p = built->permutation().data();
+    return true;
+  });
+  built.reset();
+  c.peers(true, [&](auto tag) {
+    return [&, count = PeerCount<decltype(tag)::value, I>(counts)] {
+      count(id, n);
+      i64* o = offsets.data();
+      const i64* k = counts.data();
+      i64 p = 0;
+      for (i64 s = 0; s < m; ++s) {
+        o[s] = p;
+        p += k[s];
       }
+      o[m] = p;
+      got_c = k;
+      got_o = o;
     };
   });
 }
@@ -352,6 +426,8 @@ bool bench_reductions(Case<T, I>& c, const std::string& op, const std::string& o
     bench_component_sum(c, order);
   else if (op == "count")
     bench_count(c);
+  else if (op == "segments")
+    bench_segments_build(c);
   else if (op == "max" || op == "min")
     bench_extremum(c, op, order);
   else if (op == "max_norm")

@@ -242,6 +242,7 @@ const std::vector<OpOrder> kMoreOps = {{"inner_products", "fwd"},
                                        {"component_sum", "bwd"},
                                        {"component_sum", "dbl"},
                                        {"count", "fwd"},
+                                       {"segments", "build"},
                                        {"max", "fwd"},
                                        {"max", "bwd"},
                                        {"max", "dbl"},
@@ -377,7 +378,8 @@ std::vector<CaseSpec> make_sweep(const Options& opt) {
       add({false, false, 100000, 3, sb::Regime::uniform, sorted, 3, false, true, all});
       add({false, false, 1000000, 3, sb::Regime::uniform, sorted, 1, false, true, scalar});
       add({false, false, 1000000, 3, sb::Regime::uniform, sorted, 3, false, true, all});
-      add({false, false, 1000000, 3, sb::Regime::uniform, sorted, 3, false, true,
+      // (unsorted: SegOps with the deterministic option too, its descriptor build among them)
+      add({false, false, 1000000, 3, sb::Regime::uniform, sorted, 3, !sorted, true,
            filter(opt, kMoreOps)});
       // Long segments (L = 1000) at N = 1e6, sorted only: the unsorted ones go to --full (time
       // budget).

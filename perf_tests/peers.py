@@ -119,6 +119,7 @@ STREAMS = {
     "min": {"x": ("e", 1, None), "g": ("s", 3, None), "u": ("e", 4, None)},
     "max_norm": {"x": ("e", 1, None), "g": ("s", 3, 1), "u": ("e", 4, None)},
     "count": {},
+    "segments": {},
 }
 # The reference inputs of each newer op-order (what the C++ suite passes; max/min/max_norm also carry
 # x, which the autodiff peers differentiate the forward from, and the argmax, computed below).
@@ -129,7 +130,7 @@ INPUTS = {
     ("axpy", "fwd"): "a x y", ("axpy", "bwd"): "a x y g", ("axpy", "dbl"): "a x y g uy ux w",
     ("add", "fwd"): "x b", ("add", "bwd"): "g", ("add", "dbl"): "u w",
     ("component_sum", "fwd"): "x", ("component_sum", "bwd"): "g", ("component_sum", "dbl"): "u",
-    ("count", "fwd"): "",
+    ("count", "fwd"): "", ("segments", "build"): "",
     ("max", "fwd"): "x", ("max", "bwd"): "x g", ("max", "dbl"): "x u",
     ("min", "fwd"): "x", ("min", "bwd"): "x g", ("min", "dbl"): "x u",
     ("max_norm", "fwd"): "x", ("max_norm", "bwd"): "x g", ("max_norm", "dbl"): "x g u",
@@ -255,6 +256,10 @@ def newer_reference(c, ins):
     if op == "count":
         cnt = c.cnt.astype(np.float64)[:, None]
         return [(cnt, cnt)]
+    if op == "segments":  # the descriptor's counts and offsets (CSR row pointers)
+        cnt = c.cnt.astype(np.float64)
+        off = np.concatenate([[0.0], np.cumsum(cnt)])
+        return [(cnt, cnt), (off, off)]
     if op == "inner_products":
         x, y = F["x"], F["y"]
         if order == "fwd":
@@ -399,7 +404,7 @@ def fwd_inputs(op):
     return {"sum": ["x"], "mean": ["x"], "broadcast": ["v"], "dot": ["x", "y"], "mul": ["a", "x"],
             "rms_norm": ["x"], "matvec": ["A", "x"], "inner_products": ["x", "y"], "axpby": ["a", "x", "b", "y"],
             "axpy": ["a", "x", "y"], "add": ["x", "b"], "component_sum": ["x"], "max": ["x"], "min": ["x"],
-            "max_norm": ["x"], "count": []}[op]
+            "max_norm": ["x"], "count": [], "segments": []}[op]
 
 
 def as_tuple(r):
@@ -424,6 +429,13 @@ class TorchPeer:
         lengths = torch.from_numpy(c.cnt.astype(np.int64))
         op, order = c.op, c.order
         res = {}
+        if op == "segments":  # counts and offsets, as a PyTorch user builds CSR row pointers
+            zero = torch.zeros(1, dtype=torch.int64)
+
+            def build():
+                cnt = torch.bincount(idx, minlength=m)
+                return cnt, torch.cat([zero, torch.cumsum(cnt, 0)])
+            return {"torch_bincount_cumsum": build}
 
         def segsum(v):  # differentiable (out-of-place index_add)
             return torch.zeros((m,) + tuple(v.shape[1:]), dtype=dt).index_add(0, idx, v)
@@ -622,6 +634,12 @@ class JaxPeer:
         fa = {k: jnp.asarray(v) for k, v in fwd_arrays(c, ins).items()}
         fa["_ids"] = jnp.asarray(c.ids)
         names = list(fa)
+        if op == "segments":  # counts and offsets from the ids (passed in, as to every jitted call)
+            def build(ids):
+                cnt = jnp.bincount(ids, length=m)
+                return cnt, jnp.concatenate([jnp.zeros(1, cnt.dtype), jnp.cumsum(cnt)])
+            fb = jax.jit(build)
+            return {"jax_bincount_cumsum": lambda: fb(fa["_ids"])}
         if order == "fwd":
             name = {"broadcast": "jax_index", "mul": "jax_index", "matvec": "jax_index", "axpby": "jax_index",
                     "axpy": "jax_index", "add": "jax_index", "max": "jax_segment_max", "min": "jax_segment_min",
@@ -684,6 +702,8 @@ class AlchemiPeer:
     def impls(self, c, ins):
         wp, so, sob = self.wp, self.so, self.sob
         op, order, D, m = c.op, c.order, c.d, c.m
+        if op == "segments":  # no descriptor build in the package (its ops take the ids as they are)
+            return {}
         # (Of the older ops only mul's double backward is wired here; count does not depend on D.)
         if c.itype != "int32" or (D not in (1, 3) and op != "count") or \
                 order == "dbl" and op in ("sum", "mean", "broadcast", "dot", "rms_norm", "matvec"):
