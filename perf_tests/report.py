@@ -193,7 +193,7 @@ def main():
             base = next((b for b in data if b["impl"] == "segops" and case(b) == case(r)), None)
             if base:
                 ratio = r["median_s"] / base["median_s"]
-                print(f"  {r['op']:<15}{r['order']:<6} N={r['N']} D={r['D']}  default {base['median_s'] * 1e3:8.3f} ms"
+                print(f"  {r['op']:<{opw}}{r['order']:<{ow}} N={r['N']} D={r['D']}  default {base['median_s'] * 1e3:8.3f} ms"
                       f"  deterministic {r['median_s'] * 1e3:8.3f} ms  ratio {ratio:.2f}" + ("" if ratio <= 2 else "  [ABOVE 2x]"))
                 if ratio > 2:
                     below.append(f"{r['op']} {r['order']} N={r['N']} D={r['D']}: deterministic {ratio:.2f}x the default")
