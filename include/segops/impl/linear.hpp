@@ -25,6 +25,7 @@ struct RowSumMap {
     f(0, a);
   }
   KOKKOS_FUNCTION bool contiguous() const { return packed(x); }
+  KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch_rows(e, x); }
   KOKKOS_FUNCTION index_t packed_width() const { return packed_width_of(x); }
   template <int W, class F>  // where packed_width() == W: the same sum, constant strides
   KOKKOS_FUNCTION void packed_row(index_t e, F&& f) const {
