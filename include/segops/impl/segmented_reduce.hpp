@@ -851,16 +851,35 @@ struct SumReducer {
         return;
       }
     }
-    Acc a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    index_t p = b;
-    for (; p + 4 <= e; p += 4) {
-      map(elem(p), [&](index_t, Acc v) { a0 += v; });
-      map(elem(p + 1), [&](index_t, Acc v) { a1 += v; });
-      map(elem(p + 2), [&](index_t, Acc v) { a2 += v; });
-      map(elem(p + 3), [&](index_t, Acc v) { a3 += v; });
+    auto sums = [&](const auto& row) {
+      Acc a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      index_t p = b;
+      for (; p + 4 <= e; p += 4) {
+        row(elem(p), [&](auto, Acc v) { a0 += v; });
+        row(elem(p + 1), [&](auto, Acc v) { a1 += v; });
+        row(elem(p + 2), [&](auto, Acc v) { a2 += v; });
+        row(elem(p + 3), [&](auto, Acc v) { a3 += v; });
+      }
+      for (; p < e; ++p) row(elem(p), [&](auto, Acc v) { a0 += v; });
+      ref(d, 0) = (a0 + a1) + (a2 + a3);
+    };
+    if (!gathered_packed<Elem>(sums)) sums(map);
+  }
+  /// Positions through the permutation (deterministic option) over packed rows: f(row), row(e, g)
+  /// the map's packed_row, whose widths and strides are constants (a generic row re-reads them
+  /// at every element, and a map of several views calls a row product per pair: inner_products of
+  /// 3-vectors, unsorted N = 1e6, 2 threads: 15.9-16.2 -> 9.3-9.8 ms). False, and no call,
+  /// otherwise.
+  template <class Elem, class F>
+  KOKKOS_FUNCTION bool gathered_packed(const F& f) const {
+    if constexpr (!std::is_same_v<Elem, IdentityElem> && requires { map.packed_width(); }) {
+      const Map mp = map;
+      return with_packed_width(mp.packed_width(), [&](auto width) {
+        constexpr int PW = decltype(width)::value;
+        f([&](index_t e, const auto& g) { mp.template packed_row<PW>(e, g); });
+      });
     }
-    for (; p < e; ++p) map(elem(p), [&](index_t, Acc v) { a0 += v; });
-    ref(d, 0) = (a0 + a1) + (a2 + a3);
+    return false;
   }
   template <int W, class Slot, class Elem>
   KOKKOS_FUNCTION void reduce_fixed(Slot d, const Elem& elem, index_t b, index_t e) const {
@@ -873,12 +892,21 @@ struct SumReducer {
         return;
       }
     }
-    for (index_t p = b; p < e; ++p) {
-      if constexpr (requires { map.template fixed<W>(p, [](index_t, Acc) {}); })
-        map.template fixed<W>(elem(p), [&](index_t k, Acc v) { a[k] += v; });
-      else
-        map(elem(p), [&](index_t k, Acc v) { a[k] += v; });
-    }
+    // A packed row's columns may outnumber W where this is instantiated but never runs (RowMap's
+    // packed_row<3> at W = 2): those contributions are never added.
+    const bool packed = gathered_packed<Elem>([&](const auto& row) {
+      for (index_t p = b; p < e; ++p)
+        row(elem(p), [&](auto k, Acc v) {
+          if (k < W) a[k] += v;
+        });
+    });
+    if (!packed)
+      for (index_t p = b; p < e; ++p) {
+        if constexpr (requires { map.template fixed<W>(p, [](index_t, Acc) {}); })
+          map.template fixed<W>(elem(p), [&](index_t k, Acc v) { a[k] += v; });
+        else
+          map(elem(p), [&](index_t k, Acc v) { a[k] += v; });
+      }
     for (int k = 0; k < W; ++k) ref(d, k) = a[k];
   }
   KOKKOS_FUNCTION void join(OutSlot d, CarrySlot c) const {
