@@ -289,6 +289,54 @@ TEST(Segments, SegmentsButNoElements) {
   }
 }
 
+/// Host builds pass over the ids in chunks of kIdChunk positions, one work item each (the range
+/// and sortedness scan, the sorted offsets): a segment start, a gap of empty segments, a descent
+/// or an out-of-range id at a chunk's first or last position, and segments longer than a chunk,
+/// come out as anywhere else.
+TEST(Segments, ChunkBoundaries) {
+  const i64 k = segops::impl::kIdChunk;
+  for (const i64 at : {k - 1, k, k + 1, 2 * k}) {
+    const std::string where = " at " + std::to_string(at);
+    // segment 0 over [0, at), empty segments 1 and 2, segment 3 over 2k positions, then segments
+    // of 1 to 3 elements and two trailing empty ones
+    std::vector<i64> ids(at, 0);
+    ids.insert(ids.end(), 2 * k, 3);
+    for (i64 s = 4; static_cast<i64>(ids.size()) < 4 * k + 7; ++s)
+      ids.insert(ids.end(), 1 + s % 3, s);
+    const Case gap{"gap" + where, ids, ids.back() + 3};
+    // the only descent is from position at - 1 (0 -> 4) to at (3)
+    Case descent_ids{"descent" + where, ids, gap.m};
+    descent_ids.ids[at - 1] = 4;
+    const Case& descent = descent_ids;
+    // N a whole number of chunks
+    const Case whole{"whole chunks" + where, std::vector<i64>(ids.begin(), ids.begin() + 2 * k),
+                     gap.m};
+    for (Mode mode : {Mode::Unsorted, Mode::Deterministic})
+      for (const Case* c : {&gap, &descent, &whole}) {
+        const std::string what = c->name + " " + mode_name(mode);
+        check_descriptor(make_segments<std::int32_t>(*c, mode), *c, deterministic_option(mode),
+                         what);
+        check_descriptor(make_segments<std::int64_t>(*c, mode), *c, deterministic_option(mode),
+                         what + " int64");
+      }
+    // the first of two out-of-range ids is named
+    Case bad = gap;
+    bad.ids[at] = bad.m;
+    bad.ids[at + 3] = -1;
+    try {
+      make_segments<std::int32_t>(bad, Mode::Unsorted);
+      ADD_FAILURE() << "no error for an out-of-range id" << where;
+    } catch (const segops::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("id at position " + std::to_string(at) + " is " +
+                                           std::to_string(bad.m)),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("(2 out-of-range ids in total)"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 /// Trusted ids out of range are dropped: num_valid, counts, offsets and the permutation ignore
 /// them; the descriptor never reports them as sorted.
 TEST(Segments, TrustedOutOfRangeIds) {
