@@ -171,6 +171,13 @@ struct MaxNormScatter {
   Mat<const S> g;
   Mat<GG> gg;  // Double only
   KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, x.d); }
+  KOKKOS_FUNCTION void prefetch_segment(index_t s) const {  // SegmentBlocks
+    const index_t i = static_cast<index_t>(arg(s));
+    if (i < 0 || i >= x.n) return;
+    prefetch_row_of(i, x);
+    if constexpr (Double) prefetch_row_of(i, u);
+    prefetch<true>(&gx(i, 0));
+  }
   /// Rows packed this wide: segment_transform runs row with PackedAt (constant strides).
   KOKKOS_FUNCTION index_t packed_width() const {
     if constexpr (Double)
@@ -215,6 +222,12 @@ struct ArgScatter {
   Mat<const S> g;
   Mat<const I> arg;
   KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, gx.d); }
+  KOKKOS_FUNCTION void prefetch_segment(index_t s) const {  // SegmentBlocks
+    for (index_t d = 0; d < gx.d; ++d) {
+      const index_t a = static_cast<index_t>(arg(s, d));
+      if (a >= 0 && a < gx.n) prefetch<true>(&gx(a, d));
+    }
+  }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, g, arg); }
   template <class At, class Width>
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
@@ -232,6 +245,12 @@ struct ArgGather {
   Mat<const T> u;
   Mat<const I> arg;
   KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, gg.d); }
+  KOKKOS_FUNCTION void prefetch_segment(index_t s) const {  // SegmentBlocks
+    for (index_t d = 0; d < gg.d; ++d) {
+      const index_t i = static_cast<index_t>(arg(s, d));
+      if (i >= 0 && i < u.n) prefetch(&u(i, d));
+    }
+  }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gg, u, arg); }
   template <class At, class Width>
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
