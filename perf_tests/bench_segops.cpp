@@ -394,11 +394,13 @@ std::vector<CaseSpec> make_sweep(const Options& opt) {
       add({false, false, big, 3, sb::Regime::uniform, true, d, false, true,
            filter(opt, kQuickOps, target)});
     // (L = 1000 there, a few thousand atoms per system, runs in --full: the 5-minute budget.)
-    // Deterministic vs default on unsorted ids at the largest N (reductions only), and the C++
-    // peers there (outputs beyond the caches: the bucketed sums).
-    const std::set<std::string> det = {"sum/fwd", "dot/fwd"};
-    add({false, false, big, 3, sb::Regime::uniform, false, 3, true, true,
-         filter(opt, kQuickOps, det)});
+    // Deterministic vs default on unsorted ids at the largest N (reductions only: sums, which
+    // take the bucketed schedule there, and max_norm, whose deterministic tiles gather rows
+    // through the permutation), and the peers there.
+    const std::set<std::string> det = {"sum/fwd", "dot/fwd", "max_norm/fwd"};
+    auto det_ops = filter(opt, kQuickOps, det);
+    for (auto& o : filter(opt, kMoreOps, det)) det_ops.push_back(o);
+    add({false, false, big, 3, sb::Regime::uniform, false, 3, true, true, det_ops});
     return specs;
   }
   std::vector<OpOrder> all = filter(opt, kQuickOps);
