@@ -42,8 +42,8 @@ struct ScanIds {
   KOKKOS_FUNCTION void operator()(index_t c, value_type& v) const {
     const index_t lo = c * chunk, hi = Kokkos::min(n, lo + chunk);
     const auto* p = idx.data();
-    auto scan = [&](auto stride) {
-      const index_t st = stride;
+    auto scan = [&](auto unit) {  // unit: std::true_type where the stride is 1 (a constant)
+      const index_t st = decltype(unit)::value ? index_t(1) : static_cast<index_t>(idx.stride(0));
       index_t bad = 0, descents = 0;
       index_t prev = static_cast<index_t>(p[(lo > 0 ? lo - 1 : lo) * st]);
       for (index_t i = lo; i < hi; ++i) {
@@ -64,9 +64,9 @@ struct ScanIds {
       v.n_descents += descents;
     };
     if (idx.stride(0) == 1)
-      scan(std::integral_constant<index_t, 1>{});
+      scan(std::true_type{});
     else
-      scan(static_cast<index_t>(idx.stride(0)));
+      scan(std::false_type{});
   }
 };
 
@@ -116,8 +116,8 @@ struct SortedOffsetsLinear {
     const index_t lo = c * kIdChunk, hi = Kokkos::min(n + 1, lo + kIdChunk), nn = n, mm = m;
     const auto* p = idx.data();
     index_t* off = offsets.data();
-    auto walk = [&](auto stride) {
-      const index_t st = stride;
+    auto walk = [&](auto unit) {  // unit: std::true_type where the stride is 1 (a constant)
+      const index_t st = decltype(unit)::value ? index_t(1) : static_cast<index_t>(idx.stride(0));
       auto id = [&](index_t i) { return i < nn ? static_cast<index_t>(p[i * st]) : mm; };
       index_t k = lo;
       if (lo > 0) {
@@ -135,9 +135,9 @@ struct SortedOffsetsLinear {
       }
     };
     if (idx.stride(0) == 1)
-      walk(std::integral_constant<index_t, 1>{});
+      walk(std::true_type{});
     else
-      walk(static_cast<index_t>(idx.stride(0)));
+      walk(std::false_type{});
   }
 };
 
