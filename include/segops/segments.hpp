@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace segops {
 
@@ -155,8 +156,15 @@ class Segments {
     n_valid_ = n_ - scan.n_bad;
     sorted_ = scan.n_bad == 0 && scan.n_descents == 0;
 
-    counts_ = index_view("segops::Segments::counts", m_);
-    offsets_ = index_view("segops::Segments::offsets", m_ + 1);
+    // Every view below is written whole before it is read (counts_ is zeroed where it is counted
+    // into), so none is cleared on allocation: clearing counts, offsets, tile starts and the carry
+    // was a kernel and a fence each, and a write of every page (N = 1e6, M = N / 3: 6.4 MB).
+    const auto uninit = [](const char* label) {
+      return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
+    };
+    counts_ = index_view(uninit("segops::Segments::counts"), m_);
+    offsets_ = index_view(uninit("segops::Segments::offsets"), m_ + 1);
+    max_count_ = 0;
     if (sorted_) {
       if constexpr (host_backend) {
         const impl::SortedOffsetsLinear<ids_view, index_view> f{ids_, offsets_, n_, m_};
@@ -164,29 +172,25 @@ class Segments {
       } else
         Kokkos::parallel_for("segops::Segments::sorted_offsets", range(exec, 0, m_ + 1),
                              impl::SortedOffsets<ids_view, index_view>{ids_, offsets_, n_});
-      Kokkos::parallel_for("segops::Segments::counts", range(exec, 0, m_),
-                           impl::CountsFromOffsets<index_view, index_view>{offsets_, counts_});
+      if (m_ > 0)
+        Kokkos::parallel_reduce("segops::Segments::counts", range(exec, 0, m_),
+                                impl::CountsFromOffsets<index_view, index_view>{offsets_, counts_},
+                                Kokkos::Max<index_type>(max_count_));
     } else {
       count_ids(exec);
-      Kokkos::parallel_scan("segops::Segments::offsets", range(exec, 0, m_ + 1),
-                            impl::ExclusiveScan<index_view, index_view>{counts_, offsets_, m_});
-      if (opt_.deterministic && n_valid_ > 0) build_permutation(exec);
+      if (opt_.deterministic && n_valid_ > 0 && perm_.extent(0) == 0) build_permutation(exec);
     }
     const index_type quanta = (n_valid_ + impl::kTileQuantum - 1) / impl::kTileQuantum;
-    tile_first_ = index_view("segops::Segments::tile_first", quanta + 1);
+    tile_first_ = index_view(uninit("segops::Segments::tile_first"), quanta + 1);
     Kokkos::parallel_for(
         "segops::Segments::tile_first", range(exec, 0, quanta + 1),
         impl::TileFirstSegments<index_view, index_view>{offsets_, tile_first_, m_});
-    max_count_ = 0;
-    if (m_ > 0)
-      Kokkos::parallel_reduce("segops::Segments::max_count", range(exec, 0, m_),
-                              impl::MaxCount<index_view>{counts_},
-                              Kokkos::Max<index_type>(max_count_));
 
+    // The carry holds a tile's partial result only after the tile has written it (TileReduce).
     index_type cap = opt_.carry_capacity;
     if (cap <= 0) cap = host_backend ? (1 << 16) : (1 << 20);
-    carry_ = Kokkos::View<double*, memory_space>("segops::Segments::carry", cap);
-    carry_idx_ = index_view("segops::Segments::carry_index", cap);
+    carry_ = Kokkos::View<double*, memory_space>(uninit("segops::Segments::carry"), cap);
+    carry_idx_ = index_view(uninit("segops::Segments::carry_index"), cap);
     // Host backends, unsorted ids, default options: room for (threads - 1) output copies of rows
     // of 36 bytes (4 doubles, or a 3x3 float matrix: sums over unsorted ids give each thread its
     // own copy), unless there are more copied rows than elements (then sums take the
@@ -212,37 +216,102 @@ class Segments {
     exec.fence("segops::Segments: descriptor ready");
   }
 
-  /// counts_ (zeroed) from unsorted ids. Host backends where (threads - 1) copies of the M counts
-  /// take no more than N (the rule of the workspace's output copies): each thread counts a slice
-  /// of the positions into its own copy, without atomics, and the copies are added (whole
-  /// unsorted builds, M = N / 3, 2 threads: N = 1e6 5.8-6.2 -> 4.6-5.0 ms). Else an atomic
-  /// increment per element.
+  /// counts_, offsets_ and max_count_ from unsorted ids. Host backends where (threads - 1) copies
+  /// of the M counts take no more than N (the rule of the workspace's output copies): each thread
+  /// counts a slice of the positions into its own copy, without atomics (whole unsorted builds,
+  /// M = N / 3, 2 threads: N = 1e6 5.8-6.2 -> 4.6-5.0 ms), and one scan adds the copies, writes
+  /// counts and offsets and finds the largest count. Else counts_ is zeroed and takes an atomic
+  /// increment per element before the same scan.
   void count_ids(const ExecSpace& exec) {
     using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_type>>;
+    auto scan = [&](auto* copies, index_type parts, bool write_counts, bool cursors) {
+      using C = std::decay_t<decltype(*copies)>;
+      if constexpr (host_backend) {
+        using F = impl::CountsBlockScan<index_view, index_view, C>;
+        std::vector<index_type> blocks(2 * ((m_ + impl::kIdChunk - 1) / impl::kIdChunk));
+        const F f{copies, counts_, offsets_, blocks.data(), m_, parts, cursors};
+        Kokkos::parallel_for(
+            "segops::Segments::counts_sum",
+            Kokkos::RangePolicy<ExecSpace, typename F::SumTag, Kokkos::IndexType<index_type>>(
+                exec, 0, f.size()),
+            f);
+        exec.fence("segops::Segments: block sums");
+        index_type p = 0;
+        for (index_type b = 0; b < f.size(); ++b) {
+          const index_type sum = blocks[2 * b];
+          blocks[2 * b] = p;
+          p += sum;
+          max_count_ = std::max(max_count_, blocks[2 * b + 1]);
+        }
+        if (m_ == 0) offsets_(0) = 0;
+        Kokkos::parallel_for(
+            "segops::Segments::offsets",
+            Kokkos::RangePolicy<ExecSpace, typename F::OffsetTag, Kokkos::IndexType<index_type>>(
+                exec, 0, f.size()),
+            f);
+      } else {
+        using F = impl::CountsScan<index_view, index_view, C>;
+        typename F::value_type total{0, 0};
+        Kokkos::parallel_scan("segops::Segments::offsets", range(exec, 0, m_ + 1),
+                              F{copies, counts_, offsets_, m_, parts, write_counts}, total);
+        max_count_ = total.max;
+      }
+    };
     if constexpr (host_backend) {
       const index_type parts = std::max<index_type>(1, exec.concurrency());
       if (parts == 1 || m_ <= n_ / (parts - 1)) {
-        index_view copies(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::count_copies"),
-            (parts - 1) * m_);
-        using F = impl::PrivateCounts<ids_view, index_view>;
-        const F f{ids_, counts_, copies.data(), n_, m_, parts};
-        Kokkos::parallel_for(
-            "segops::Segments::counts",
-            Kokkos::RangePolicy<ExecSpace, typename F::CountTag, Kokkos::Schedule<Kokkos::Static>,
-                                Kokkos::IndexType<index_type>>(exec, 0, parts),
-            f);
-        if (parts > 1)
+        auto count = [&](auto counter) {
+          using C = decltype(counter);
+          Kokkos::View<C*, memory_space> copies(
+              Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::count_copies"),
+              parts * m_);
           Kokkos::parallel_for(
-              "segops::Segments::counts_add",
-              Kokkos::RangePolicy<ExecSpace, typename F::AddTag, Kokkos::IndexType<index_type>>(
-                  exec, 0, m_),
-              f);
+              "segops::Segments::counts",
+              Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>,
+                                  Kokkos::IndexType<index_type>>(exec, 0, parts),
+              impl::PrivateCounts<ids_view, C>{ids_, copies.data(), n_, m_, parts});
+          // The deterministic option places each part's elements from its own cursors, which
+          // must hold any place in a segment.
+          const bool place =
+              opt_.deterministic && n_valid_ > 0 && index_type(std::numeric_limits<C>::max()) >= n_;
+          scan(copies.data(), parts, true, place);
+          if (place) permute_by_part(exec, copies.data(), parts);
+        };
+        if (n_ / parts < std::numeric_limits<std::uint32_t>::max())
+          count(std::uint32_t{});
+        else
+          count(index_type{});
         return;
       }
     }
+    Kokkos::deep_copy(exec, counts_, index_type(0));
     Kokkos::parallel_for("segops::Segments::counts", range(exec, 0, n_),
                          impl::CountIds<ids_view, index_view>{ids_, counts_, m_});
+    scan(counts_.data(), 1, false, false);
+  }
+
+  /// The deterministic option's stable permutation on host backends after per-thread counting:
+  /// each thread places the elements it counted (PermByPart), then the dropped ids, if any, fill
+  /// the end in element order (one serial pass; trusted descriptors only). Whole deterministic
+  /// builds of unsorted ids, N = 1e6, M = N / 3, 2 threads (PermByOwner before, fastest of 41,
+  /// 3 interleaved runs): 10.3-12.6 -> 5.5-5.8 ms, without the buckets 8.3-8.4 -> 3.4-3.8 ms.
+  template <class C>
+  void permute_by_part(const ExecSpace& exec, C* cursors, index_type parts) {
+    perm_ = index_view(
+        Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::permutation"), n_);
+    Kokkos::parallel_for("segops::Segments::perm",
+                         Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>,
+                                             Kokkos::IndexType<index_type>>(exec, 0, parts),
+                         impl::PermByPart<ids_view, index_view, C, index_view>{
+                             ids_, offsets_, cursors, perm_, n_, m_, parts});
+    if (n_valid_ < n_) {
+      exec.fence("segops::Segments: permutation of the valid ids");
+      index_type j = n_valid_;
+      for (index_type i = 0; i < n_; ++i) {
+        const index_type s = static_cast<index_type>(ids_(i));
+        if (s < 0 || s >= m_) perm_(j++) = i;
+      }
+    }
   }
 
   /// The deterministic option's stable permutation: host backends count-sort by segment (O(N + M),

@@ -7,6 +7,7 @@
 #include <Kokkos_Sort.hpp>
 #include <cstdint>
 #include <segops/impl/views.hpp>
+#include <type_traits>
 
 namespace segops::impl {
 
@@ -15,15 +16,21 @@ inline constexpr index_t kIdChunk = 4096;
 
 /// One pass over the ids: first out-of-range position, number of such ids, number of descents.
 /// Run over chunks of `chunk` positions (host backends: kIdChunk; CUDA: 1, a thread per position):
-/// each chunk counts in locals, over a raw pointer with the view's stride (a constant 1 for
-/// contiguous ids), a loop the compiler vectorises; the first bad position is searched for only
-/// in a chunk that has one (the per-position reduction over a LayoutStride view ran at a third
-/// of a whole unsorted build of N = 1e6 int ids, M = N / 3, 2 threads: 4.6-5.0 -> 2.5-2.7 ms).
+/// each chunk counts in 32-bit locals, over a raw pointer with the view's stride (a constant 1 for
+/// contiguous ids), a loop the compiler vectorises: a position is out of range where its id, as
+/// the unsigned type of its width, is at least min(m, 2^(bits - 1)) (negative ids wrap above),
+/// and a descent is compared with the position before it in the same pass. The first bad
+/// position is searched for only in a chunk that has one. (The per-position reduction over a
+/// LayoutStride view ran at a third of a whole unsorted build of N = 1e6 int ids, M = N / 3,
+/// 2 threads: 4.6-5.0 -> 2.5-2.7 ms; the chunked loop with 64-bit counters and the previous id
+/// carried between positions still ran scalar, 30% of a sorted build.)
 template <class IdView>
 struct ScanIds {
   struct value_type {
     index_t first_bad, n_bad, n_descents;
   };
+  using id_type = std::remove_const_t<typename IdView::value_type>;
+  using unsigned_id = std::make_unsigned_t<id_type>;
   IdView idx;
   index_t n, m, chunk;
 
@@ -41,32 +48,28 @@ struct ScanIds {
   }
   KOKKOS_FUNCTION void operator()(index_t c, value_type& v) const {
     const index_t lo = c * chunk, hi = Kokkos::min(n, lo + chunk);
-    const auto* p = idx.data();
-    auto scan = [&](auto unit) {  // unit: std::true_type where the stride is 1 (a constant)
-      const index_t st = decltype(unit)::value ? index_t(1) : static_cast<index_t>(idx.stride(0));
-      index_t bad = 0, descents = 0;
-      index_t prev = static_cast<index_t>(p[(lo > 0 ? lo - 1 : lo) * st]);
-      for (index_t i = lo; i < hi; ++i) {
-        const index_t s = static_cast<index_t>(p[i * st]);
-        bad += (s < 0) | (s >= m);
-        descents += prev > s;
-        prev = s;
+    constexpr index_t kIdMax = Kokkos::Experimental::finite_max_v<id_type>;
+    const unsigned_id bound = m > kIdMax ? unsigned_id(kIdMax) + 1 : static_cast<unsigned_id>(m);
+    const id_type* p = idx.data();
+    with_unit_stride(idx, [&](auto unit) {
+      const index_t st = stride_of(unit, idx);
+      std::uint32_t bad = 0, descents = 0;  // a chunk has at most 2^32 - 1 positions
+      const index_t first = lo > 0 ? lo : index_t(1);
+      if (lo == 0) bad += static_cast<unsigned_id>(p[0]) >= bound;
+      for (index_t i = first; i < hi; ++i) {
+        const id_type s = p[i * st];
+        bad += static_cast<unsigned_id>(s) >= bound;
+        descents += p[(i - 1) * st] > s;
       }
       if (bad > 0)
-        for (index_t i = lo; i < hi; ++i) {
-          const index_t s = static_cast<index_t>(p[i * st]);
-          if (s < 0 || s >= m) {
+        for (index_t i = lo; i < hi; ++i)
+          if (static_cast<unsigned_id>(p[i * st]) >= bound) {
             if (i < v.first_bad) v.first_bad = i;
             break;
           }
-        }
       v.n_bad += bad;
       v.n_descents += descents;
-    };
-    if (idx.stride(0) == 1)
-      scan(std::true_type{});
-    else
-      scan(std::false_type{});
+    });
   }
 };
 
@@ -116,8 +119,8 @@ struct SortedOffsetsLinear {
     const index_t lo = c * kIdChunk, hi = Kokkos::min(n + 1, lo + kIdChunk), nn = n, mm = m;
     const auto* p = idx.data();
     index_t* off = offsets.data();
-    auto walk = [&](auto unit) {  // unit: std::true_type where the stride is 1 (a constant)
-      const index_t st = decltype(unit)::value ? index_t(1) : static_cast<index_t>(idx.stride(0));
+    with_unit_stride(idx, [&](auto unit) {
+      const index_t st = stride_of(unit, idx);
       auto id = [&](index_t i) { return i < nn ? static_cast<index_t>(p[i * st]) : mm; };
       index_t k = lo;
       if (lo > 0) {
@@ -125,19 +128,22 @@ struct SortedOffsetsLinear {
         while (k < hi && id(k) == before) ++k;
       }
       if (k == hi) return;
-      index_t cur = id(hi - 1);
-      for (index_t i = hi - 1; i >= k; --i) {
-        const index_t prev = i > 0 ? id(i - 1) : index_t(-1);
+      // Positions [k, hi) from the last: i = n (id m) first, then the ids' positions down to
+      // max(k, 1), whose previous id is p[i - 1], then position 0 (previous id -1).
+      auto store = [&](index_t i, index_t cur, index_t prev) {
         off[cur] = i;
         if (cur > prev + 1)
           for (index_t s = prev + 1; s < cur; ++s) off[s] = i;
-        cur = prev;
+      };
+      index_t i = hi - 1;
+      if (i == nn) {
+        store(i, mm, i > 0 ? static_cast<index_t>(p[(i - 1) * st]) : index_t(-1));
+        --i;
       }
-    };
-    if (idx.stride(0) == 1)
-      walk(std::true_type{});
-    else
-      walk(std::false_type{});
+      const index_t stop = k > 0 ? k : index_t(1);
+      for (; i >= stop; --i) store(i, p[i * st], p[(i - 1) * st]);
+      if (k == 0 && i == 0) store(0, p[0], -1);
+    });
   }
 };
 
@@ -164,50 +170,123 @@ struct CountIds {
 };
 
 /// Unsorted ids on host backends: part t of `parts` counts the ids of positions
-/// [n t / parts, n (t + 1) / parts) into its own array, without atomics (part 0 into counts,
-/// zeroed by the caller; part t > 0 into copies + (t - 1) m, zeroed here by its thread); AddTag
-/// then adds the copies into counts. Counts are integers: the result does not depend on `parts`.
-template <class IdView, class Counts>
+/// [n t / parts, n (t + 1) / parts) into its own array of m counters (copies + t m, zeroed by its
+/// thread), without atomics; CountsScan then adds the arrays. Counter is std::uint32_t where a
+/// part's positions fit it (half the footprint of the randomly updated arrays: whole unsorted
+/// builds of N = 1e6, M = N / 3, 2 threads, 2.3-2.9 -> 1.1-1.6 ms), else index_t.
+template <class IdView, class Counter>
 struct PrivateCounts {
-  struct CountTag {};
-  struct AddTag {};
   IdView idx;
-  Counts counts;
-  index_t* copies;
+  Counter* copies;
   index_t n, m, parts;
-  KOKKOS_FUNCTION void operator()(CountTag, index_t t) const {
-    index_t* mine = t == 0 ? counts.data() : copies + (t - 1) * m;
-    if (t > 0)
-      for (index_t s = 0; s < m; ++s) mine[s] = 0;
+  KOKKOS_FUNCTION void operator()(index_t t) const {
+    Counter* mine = copies + t * m;
+    for (index_t s = 0; s < m; ++s) mine[s] = 0;
     const index_t hi = n * (t + 1) / parts;
     for (index_t i = n * t / parts; i < hi; ++i) {
       const index_t s = static_cast<index_t>(idx(i));
       if (s >= 0 && s < m) ++mine[s];
     }
   }
-  KOKKOS_FUNCTION void operator()(AddTag, index_t s) const {
-    index_t c = counts(s);
-    for (index_t t = 1; t < parts; ++t) c += copies[(t - 1) * m + s];
-    counts(s) = c;
-  }
 };
 
-template <class Counts, class Offsets>
-struct ExclusiveScan {
+/// Unsorted ids: the count of segment s is the sum of `parts` arrays of m counters
+/// (PrivateCounts' copies, or counts itself with parts = 1 after atomic counting). One scan over
+/// s in [0, m] writes it to counts (write_counts: where the arrays are copies) and its exclusive
+/// prefix sum to offsets(s); the scan's total carries the largest count.
+template <class Counts, class Offsets, class Counter>
+struct CountsScan {
+  struct value_type {
+    index_t sum, max;
+  };
+  const Counter* copies;
   Counts counts;
   Offsets offsets;
-  index_t m;
-  KOKKOS_FUNCTION void operator()(index_t s, index_t& partial, bool final) const {
-    if (final) offsets(s) = partial;
-    if (s < m) partial += counts(s);
+  index_t m, parts;
+  bool write_counts;
+  KOKKOS_FUNCTION index_t count(index_t s) const {
+    index_t c = 0;
+    for (index_t t = 0; t < parts; ++t) c += static_cast<index_t>(copies[t * m + s]);
+    return c;
+  }
+  KOKKOS_FUNCTION void init(value_type& v) const { v.sum = v.max = 0; }
+  KOKKOS_FUNCTION void join(value_type& a, const value_type& b) const {
+    a.sum += b.sum;
+    if (b.max > a.max) a.max = b.max;
+  }
+  KOKKOS_FUNCTION void operator()(index_t s, value_type& v, bool final) const {
+    const index_t c = s < m ? count(s) : 0;
+    if (final) {
+      offsets(s) = v.sum;
+      if (write_counts && s < m) counts(s) = c;
+    }
+    v.sum += c;
+    if (c > v.max) v.max = c;
   }
 };
 
+/// CountsScan on host backends, in two passes over blocks of kIdChunk segments instead of a
+/// parallel_scan (which reads its input in both of its passes, and kept the pair of sums in
+/// memory): SumTag adds the arrays into counts and writes each block's sum and largest count to
+/// `blocks`; the caller turns the sums into exclusive prefixes; OffsetTag writes the offsets from
+/// counts. (Whole unsorted builds, N = 1e6, M = N / 3, 2 threads: 1.09 ms with the parallel_scan,
+/// 0.99 with the copies added before a scan of counts, 0.86-0.90 ms like this.)
+///
+/// With `cursors`, SumTag also turns each part's counts into that part's first place within the
+/// segment (the counts of the parts before it), for PermByPart.
+template <class Counts, class Offsets, class Counter>
+struct CountsBlockScan {
+  struct SumTag {};
+  struct OffsetTag {};
+  Counter* copies;
+  Counts counts;
+  Offsets offsets;
+  index_t* blocks;  // 2 per block: the sum (then its exclusive prefix) and the largest count
+  index_t m, parts;
+  bool cursors;
+  /// The number of blocks.
+  index_t size() const { return (m + kIdChunk - 1) / kIdChunk; }
+  KOKKOS_FUNCTION void operator()(SumTag, index_t b) const {
+    const index_t lo = b * kIdChunk, hi = Kokkos::min(m, lo + kIdChunk);
+    index_t sum = 0, mx = 0;
+    for (index_t s = lo; s < hi; ++s) {
+      index_t c = 0;
+      if (cursors)
+        for (index_t t = 0; t < parts; ++t) {
+          const Counter k = copies[t * m + s];
+          copies[t * m + s] = static_cast<Counter>(c);
+          c += static_cast<index_t>(k);
+        }
+      else
+        for (index_t t = 0; t < parts; ++t) c += static_cast<index_t>(copies[t * m + s]);
+      counts(s) = c;
+      sum += c;
+      mx = Kokkos::max(mx, c);
+    }
+    blocks[2 * b] = sum;
+    blocks[2 * b + 1] = mx;
+  }
+  KOKKOS_FUNCTION void operator()(OffsetTag, index_t b) const {
+    const index_t lo = b * kIdChunk, hi = Kokkos::min(m, lo + kIdChunk);
+    index_t p = blocks[2 * b];
+    for (index_t s = lo; s < hi; ++s) {
+      offsets(s) = p;
+      p += counts(s);
+    }
+    if (hi == m) offsets(m) = p;
+  }
+};
+
+/// counts(s) from sorted ids' offsets, reducing the largest.
 template <class Offsets, class Counts>
 struct CountsFromOffsets {
   Offsets offsets;
   Counts counts;
-  KOKKOS_FUNCTION void operator()(index_t s) const { counts(s) = offsets(s + 1) - offsets(s); }
+  KOKKOS_FUNCTION void operator()(index_t s, index_t& mx) const {
+    const index_t c = offsets(s + 1) - offsets(s);
+    counts(s) = c;
+    if (c > mx) mx = c;
+  }
 };
 
 /// Stable order key: segment-major, element index minor; dropped ids sort after every valid one.
@@ -240,6 +319,30 @@ struct PermByOwner {
       index_t s = static_cast<index_t>(idx(i));
       if (s < 0 || s >= m) s = m;
       if (s >= lo && s < hi) perm(cursor(s)++) = i;
+    }
+  }
+};
+
+/// The deterministic option's stable permutation on host backends where PrivateCounts counted:
+/// part t walks its positions in order (the slice it counted) and places each valid element at
+/// offsets(s) + its own cursor for s (CountsBlockScan with cursors: the elements of s in earlier
+/// parts come first), each element read once instead of once per part as in PermByOwner. The
+/// result is the unique stable order, whatever `parts` is. Dropped ids are placed by the caller.
+/// (Prefetching the offset and cursor of the segment kAhead positions on, and the place of that
+/// element, changed nothing measurable.)
+template <class IdView, class Offsets, class Counter, class Perm>
+struct PermByPart {
+  IdView idx;
+  Offsets offsets;
+  Counter* cursors;
+  Perm perm;
+  index_t n, m, parts;
+  void operator()(index_t t) const {
+    Counter* mine = cursors + t * m;
+    const index_t hi = n * (t + 1) / parts;
+    for (index_t i = n * t / parts; i < hi; ++i) {
+      const index_t s = static_cast<index_t>(idx(i));
+      if (s >= 0 && s < m) perm(offsets(s) + static_cast<index_t>(mine[s]++)) = i;
     }
   }
 };
@@ -283,14 +386,6 @@ struct BucketLocal {
       if (s >= 0 && s < m)
         local(cursor(c * nb + (s >> shift))++) = static_cast<std::uint16_t>(s & mask);
     }
-  }
-};
-
-template <class Counts>
-struct MaxCount {
-  Counts counts;
-  KOKKOS_FUNCTION void operator()(index_t s, index_t& mx) const {
-    if (counts(s) > mx) mx = counts(s);
   }
 };
 

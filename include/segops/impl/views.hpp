@@ -206,6 +206,22 @@ KOKKOS_FORCEINLINE_FUNCTION bool with_packed_width(index_t w, const F& f) {
   }
 }
 
+/// Calls f(std::true_type{}) where the rank-1 view v has stride 1, else f(std::false_type{}):
+/// loops over v.data() can then take the stride as the constant 1 (contiguous ids), which lets
+/// the compiler vectorise them, and read v.stride(0) otherwise.
+template <class V, class F>
+KOKKOS_FORCEINLINE_FUNCTION void with_unit_stride(const V& v, const F& f) {
+  if (v.stride(0) == 1)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+/// The stride of with_unit_stride's loops: 1 as a constant, or v's.
+template <class Unit, class V>
+KOKKOS_FORCEINLINE_FUNCTION index_t stride_of(Unit, const V& v) {
+  return Unit::value ? index_t(1) : static_cast<index_t>(v.stride(0));
+}
+
 /// The descriptor's workspace (doubles) as an array of T (accumulators, per-segment coefficients):
 /// where it starts, how many fit.
 template <class T>
