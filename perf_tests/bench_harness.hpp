@@ -116,22 +116,57 @@ double time_calls(F&& call, int batch = 1) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Median seconds per call. Two warm-up calls, then batches of calls (one fence after every call)
-/// until at least min_runs batches and min_time seconds; batches amortise the clock for tiny calls.
+/// Calls per timed batch: two warm-up calls, the second timed; batches amortise the clock for
+/// tiny calls.
 template <class F>
-double time_median(F&& call, const Options& opt) {
+int warm_batch(F&& call) {
   time_calls(call);
   const double one = time_calls(call);
-  const int batch = std::clamp(int(20e-6 / std::max(one, 1e-9)), 1, 1000);
-  std::vector<double> samples;
+  return std::clamp(int(20e-6 / std::max(one, 1e-9)), 1, 1000);
+}
+
+/// Appends seconds per call of batches of `batch` calls (one fence after every call) to samples,
+/// until at least `runs` batches and `seconds` of them.
+template <class F>
+void sample_calls(F&& call, int batch, int runs, double seconds, std::vector<double>& samples) {
   double total = 0;
-  while ((int)samples.size() < opt.min_runs || total < opt.min_time) {
+  for (int k = 0; k < runs || total < seconds; ++k) {
     const double dt = time_calls(call, batch);
     samples.push_back(dt / batch);
     total += dt;
     if (samples.size() >= 100000) break;
   }
+}
+
+/// Median seconds per call: warm_batch, then batches until at least min_runs of them and
+/// min_time seconds.
+template <class F>
+double time_median(F&& call, const Options& opt) {
+  const int batch = warm_batch(call);
+  std::vector<double> samples;
+  sample_calls(call, batch, opt.min_runs, opt.min_time, samples);
   return median(samples);
+}
+
+/// Median seconds per call of several implementations of one case, sampled in kRounds rounds
+/// that take each in turn (min_runs and min_time shared among the rounds), so that all of them
+/// sample the same stretches of this shared VM's drifting speed: timed one after the other, a
+/// slow stretch of a second or two could fall on one implementation alone and turn a win into
+/// a loss (the max and min backward of the same kernel, unsorted N = 1e6, lost and won against
+/// the same OpenMP loop in turn).
+inline constexpr int kRounds = 5;
+inline std::vector<double> time_medians_interleaved(const std::vector<std::function<void()>>& calls,
+                                                    const Options& opt) {
+  std::vector<int> batch;
+  for (const auto& call : calls) batch.push_back(warm_batch(call));
+  std::vector<std::vector<double>> samples(calls.size());
+  const int runs = std::max(1, (opt.min_runs + kRounds - 1) / kRounds);
+  for (int r = 0; r < kRounds; ++r)
+    for (std::size_t k = 0; k < calls.size(); ++k)
+      sample_calls(calls[k], batch[k], runs, opt.min_time / kRounds, samples[k]);
+  std::vector<double> medians;
+  for (auto& s : samples) medians.push_back(median(s));
+  return medians;
 }
 
 /// The STREAM-style copy of 2^25 floats (2 x 128 MiB, far beyond the caches).
@@ -468,6 +503,10 @@ struct Case {
     return a;
   }
 
+  /// Checked calls of the op being measured, timed together by time_pending (at the end of
+  /// peers()): implementation name and call.
+  std::vector<std::pair<std::string, std::function<void()>>> pending;
+
   // The op being measured: name, order, and the minimal bytes it moves.
   std::string op, order;
   double bytes = 0;
@@ -479,6 +518,11 @@ struct Case {
   /// extra_bytes: inputs and outputs that are not Arr<T> (arg indices, integer counts).
   void begin(const char* op_, const char* order_, std::initializer_list<const Arr<T>*> in,
              std::vector<std::pair<Arr<T>*, const Ref*>> out, double extra_bytes = 0) {
+    if (!pending.empty()) {  // a bench function that measured without calling peers()
+      std::fprintf(stderr, "bench: %s %s left %zu untimed calls (peers() not called)\n",
+                   op.c_str(), order.c_str(), pending.size());
+      std::abort();
+    }
     op = op_;
     order = order_;
     row.op = op;
@@ -543,15 +587,25 @@ struct Case {
       const auto [t, copy_gbps] = time_median_paired(call, *g_copy, opt);
       write_row(row, impl, t, bytes, copy_gbps);
     } else {
-      write_row(row, impl, time_median(call, opt), bytes);
+      pending.emplace_back(impl, [call]() mutable { call(); });
     }
+  }
+
+  /// Times the pending calls interleaved (time_medians_interleaved) and writes their rows.
+  void time_pending() {
+    std::vector<std::function<void()>> calls;
+    for (auto& p : pending) calls.push_back(p.second);
+    const auto t = time_medians_interleaved(calls, opt);
+    for (std::size_t k = 0; k < pending.size(); ++k) write_row(row, pending[k].first, t[k], bytes);
+    pending.clear();
   }
 
   /// SegOps on the default descriptor and, for unsorted ids, on the deterministic one.
   template <class F>
   void segops(F&& f) {
     auto run = [&](const std::string& impl, auto& s) {
-      measure(impl, [&]() -> bool {
+      // f is the caller's temporary: copied, as the call may be timed after it is gone
+      measure(impl, [this, f, &s]() mutable -> bool {
         const bool ok = d == 1 ? f(s, R1{}) : f(s, R2{});
         exec.fence();
         return ok;
@@ -561,10 +615,12 @@ struct Case {
     if (with_det) run("segops_det", *seg_det);
   }
 
-  /// Each peer: `make(PeerTag<P>)` sets up (untimed) and returns the timed call.
+  /// Each peer: `make(PeerTag<P>)` sets up (untimed) and returns the timed call. Then times
+  /// every checked call of the case, SegOps' among them (time_pending): a bench function calls
+  /// this last, after segops(), while everything the calls refer to is alive.
   template <class Make>
   void peers(bool reduces, Make&& make) {
-    if (!with_peers) return;
+    if (!with_peers) return time_pending();
     if (n <= 1000000) time_copy_of(row, bytes, opt);
     auto one = [&](auto tag) {
       // The plain loop at N = 2^25 costs more wall time than it tells in the quick suite, and so
@@ -585,6 +641,7 @@ struct Case {
       if (opt.full)
         one(PeerTag<Peer::sv_atomic>{});  // on 2 CPU threads it tracks omp_atomic closely
     }
+    time_pending();
   }
 };
 

@@ -200,7 +200,7 @@ class Segments {
     if constexpr (host_backend) {
       const index_type copies = static_cast<index_type>(exec.concurrency()) - 1;
       index_type bytes = 0;
-      if (!sorted_ && !opt_.deterministic && copies > 0 && m_ > 0 && copies * m_ <= n_valid_)
+      if (!sorted_ && !opt_.deterministic && copies > 0 && m_ > 0 && copies_fit(copies, n_valid_))
         bytes = copies * m_ * kWorkspaceRowBytes;
       if (!sorted_ && opt_.deterministic && n_valid_ > 0) bytes = n_ * kStagedElementBytes;
       // Bucketed sums: rows of kBucketRowBytes per valid element, staged in bucket order.
@@ -259,7 +259,7 @@ class Segments {
     };
     if constexpr (host_backend) {
       const index_type parts = std::max<index_type>(1, exec.concurrency());
-      if (parts == 1 || m_ <= n_ / (parts - 1)) {
+      if (copies_fit(parts - 1, n_)) {
         auto count = [&](auto counter) {
           using C = decltype(counter);
           Kokkos::View<C*, memory_space> copies(
@@ -384,6 +384,11 @@ class Segments {
     bucket_chunk_ = chunk;
     num_buckets_ = nb;
   }
+
+  /// The rule of host backends' per-thread copies over unsorted ids: `copies` extra copies of M
+  /// rows (the counts; the output rows of sums, in the workspace) are worth their memory and
+  /// their combine pass where they hold no more rows than there are elements, `n`.
+  bool copies_fit(index_type copies, index_type n) const { return copies <= 0 || m_ <= n / copies; }
 
   /// Whether the buckets option asks for the bucketed schedule for sums with output rows of
   /// row_bytes: always, or (automatic) where the output would exceed kBucketOutputBytes
