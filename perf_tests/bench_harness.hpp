@@ -126,10 +126,11 @@ int warm_batch(F&& call) {
 }
 
 /// Appends seconds per call of batches of `batch` calls (one fence after every call) to samples,
-/// until at least `runs` batches and `seconds` of them.
+/// at least `runs` batches, until `total` (the seconds of all the samples so far, updated)
+/// reaches `seconds`.
 template <class F>
-void sample_calls(F&& call, int batch, int runs, double seconds, std::vector<double>& samples) {
-  double total = 0;
+void sample_calls(F&& call, int batch, int runs, double seconds, double& total,
+                  std::vector<double>& samples) {
   for (int k = 0; k < runs || total < seconds; ++k) {
     const double dt = time_calls(call, batch);
     samples.push_back(dt / batch);
@@ -144,7 +145,8 @@ template <class F>
 double time_median(F&& call, const Options& opt) {
   const int batch = warm_batch(call);
   std::vector<double> samples;
-  sample_calls(call, batch, opt.min_runs, opt.min_time, samples);
+  double total = 0;
+  sample_calls(call, batch, opt.min_runs, opt.min_time, total, samples);
   return median(samples);
 }
 
@@ -160,10 +162,14 @@ inline std::vector<double> time_medians_interleaved(const std::vector<std::funct
   std::vector<int> batch;
   for (const auto& call : calls) batch.push_back(warm_batch(call));
   std::vector<std::vector<double>> samples(calls.size());
+  std::vector<double> total(calls.size(), 0.0);
   const int runs = std::max(1, (opt.min_runs + kRounds - 1) / kRounds);
+  // round r brings each implementation's timed seconds up to (r + 1) / kRounds of min_time: as
+  // many calls in all as time_median takes, not a round's worth more each round
   for (int r = 0; r < kRounds; ++r)
     for (std::size_t k = 0; k < calls.size(); ++k)
-      sample_calls(calls[k], batch[k], runs, opt.min_time / kRounds, samples[k]);
+      sample_calls(calls[k], batch[k], runs, opt.min_time * (r + 1) / kRounds, total[k],
+                   samples[k]);
   std::vector<double> medians;
   for (auto& s : samples) medians.push_back(median(s));
   return medians;
@@ -519,8 +525,8 @@ struct Case {
   void begin(const char* op_, const char* order_, std::initializer_list<const Arr<T>*> in,
              std::vector<std::pair<Arr<T>*, const Ref*>> out, double extra_bytes = 0) {
     if (!pending.empty()) {  // a bench function that measured without calling peers()
-      std::fprintf(stderr, "bench: %s %s left %zu untimed calls (peers() not called)\n",
-                   op.c_str(), order.c_str(), pending.size());
+      std::fprintf(stderr, "bench: %s %s left %zu untimed calls (peers() not called)\n", op.c_str(),
+                   order.c_str(), pending.size());
       std::abort();
     }
     op = op_;
