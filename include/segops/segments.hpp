@@ -132,6 +132,11 @@ class Segments {
   }
 
  private:
+  /// Allocation of a view that is written whole before it is read: not cleared.
+  static auto uninit(const char* label) {
+    return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
+  }
+
   void build(const ExecSpace& exec) {
     using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_type>>;
     n_ = static_cast<index_type>(ids_.extent(0));
@@ -159,9 +164,6 @@ class Segments {
     // Every view below is written whole before it is read (counts_ is zeroed where it is counted
     // into), so none is cleared on allocation: clearing counts, offsets, tile starts and the carry
     // was a kernel and a fence each, and a write of every page (N = 1e6, M = N / 3: 6.4 MB).
-    const auto uninit = [](const char* label) {
-      return Kokkos::view_alloc(Kokkos::WithoutInitializing, std::string(label));
-    };
     counts_ = index_view(uninit("segops::Segments::counts"), m_);
     offsets_ = index_view(uninit("segops::Segments::offsets"), m_ + 1);
     max_count_ = 0;
@@ -209,9 +211,8 @@ class Segments {
         build_buckets(exec);
       if (num_buckets_ > 0) bytes = std::max(bytes, n_valid_ * impl::kBucketRowBytes);
       if (bytes > 0)
-        workspace_ = Kokkos::View<double*, memory_space>(
-            Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::workspace"),
-            (bytes + 7) / 8);
+        workspace_ = Kokkos::View<double*, memory_space>(uninit("segops::Segments::workspace"),
+                                                         (bytes + 7) / 8);
     }
     exec.fence("segops::Segments: descriptor ready");
   }
@@ -219,52 +220,19 @@ class Segments {
   /// counts_, offsets_ and max_count_ from unsorted ids. Host backends where (threads - 1) copies
   /// of the M counts take no more than N (the rule of the workspace's output copies): each thread
   /// counts a slice of the positions into its own copy, without atomics (whole unsorted builds,
-  /// M = N / 3, 2 threads: N = 1e6 5.8-6.2 -> 4.6-5.0 ms), and one scan adds the copies, writes
+  /// M = N / 3, 2 threads: N = 1e6 5.8-6.2 -> 4.6-5.0 ms), and sum_counts adds the copies, writes
   /// counts and offsets and finds the largest count. Else counts_ is zeroed and takes an atomic
-  /// increment per element before the same scan.
+  /// increment per element before the scan to offsets (sum_counts of the one array on host
+  /// backends, CountsScan on CUDA).
   void count_ids(const ExecSpace& exec) {
     using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_type>>;
-    auto scan = [&](auto* copies, index_type parts, bool write_counts, bool cursors) {
-      using C = std::decay_t<decltype(*copies)>;
-      if constexpr (host_backend) {
-        using F = impl::CountsBlockScan<index_view, index_view, C>;
-        std::vector<index_type> blocks(2 * ((m_ + impl::kIdChunk - 1) / impl::kIdChunk));
-        const F f{copies, counts_, offsets_, blocks.data(), m_, parts, cursors};
-        Kokkos::parallel_for(
-            "segops::Segments::counts_sum",
-            Kokkos::RangePolicy<ExecSpace, typename F::SumTag, Kokkos::IndexType<index_type>>(
-                exec, 0, f.size()),
-            f);
-        exec.fence("segops::Segments: block sums");
-        index_type p = 0;
-        for (index_type b = 0; b < f.size(); ++b) {
-          const index_type sum = blocks[2 * b];
-          blocks[2 * b] = p;
-          p += sum;
-          max_count_ = std::max(max_count_, blocks[2 * b + 1]);
-        }
-        if (m_ == 0) offsets_(0) = 0;
-        Kokkos::parallel_for(
-            "segops::Segments::offsets",
-            Kokkos::RangePolicy<ExecSpace, typename F::OffsetTag, Kokkos::IndexType<index_type>>(
-                exec, 0, f.size()),
-            f);
-      } else {
-        using F = impl::CountsScan<index_view, index_view, C>;
-        typename F::value_type total{0, 0};
-        Kokkos::parallel_scan("segops::Segments::offsets", range(exec, 0, m_ + 1),
-                              F{copies, counts_, offsets_, m_, parts, write_counts}, total);
-        max_count_ = total.max;
-      }
-    };
     if constexpr (host_backend) {
       const index_type parts = std::max<index_type>(1, exec.concurrency());
       if (copies_fit(parts - 1, n_)) {
         auto count = [&](auto counter) {
           using C = decltype(counter);
-          Kokkos::View<C*, memory_space> copies(
-              Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::count_copies"),
-              parts * m_);
+          Kokkos::View<C*, memory_space> copies(uninit("segops::Segments::count_copies"),
+                                                parts * m_);
           Kokkos::parallel_for(
               "segops::Segments::counts",
               Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>,
@@ -274,7 +242,7 @@ class Segments {
           // must hold any place in a segment.
           const bool place =
               opt_.deterministic && n_valid_ > 0 && index_type(std::numeric_limits<C>::max()) >= n_;
-          scan(copies.data(), parts, true, place);
+          sum_counts(exec, copies.data(), parts, place);
           if (place) permute_by_part(exec, copies.data(), parts);
         };
         if (n_ / parts < std::numeric_limits<std::uint32_t>::max())
@@ -287,7 +255,45 @@ class Segments {
     Kokkos::deep_copy(exec, counts_, index_type(0));
     Kokkos::parallel_for("segops::Segments::counts", range(exec, 0, n_),
                          impl::CountIds<ids_view, index_view>{ids_, counts_, m_});
-    scan(counts_.data(), 1, false, false);
+    if constexpr (host_backend) {
+      sum_counts(exec, counts_.data(), 1, false);  // one array: counts_ is rewritten as it is
+    } else {
+      using F = impl::CountsScan<index_view, index_view>;
+      typename F::value_type total{0, 0};
+      Kokkos::parallel_scan("segops::Segments::offsets", range(exec, 0, m_ + 1),
+                            F{counts_, offsets_, m_}, total);
+      max_count_ = total.max;
+    }
+  }
+
+  /// Host backends: counts_ = the sum of the `parts` arrays of M counters at `copies`, offsets_
+  /// its exclusive prefix sum, max_count_ its largest (CountsBlockScan; with `cursors`, each
+  /// part's counts become its first places within the segments, for PermByPart).
+  template <class C>
+  void sum_counts(const ExecSpace& exec, C* copies, index_type parts, bool cursors) {
+    using F = impl::CountsBlockScan<index_view, index_view, C>;
+    std::vector<index_type> blocks(2 * ((m_ + impl::kIdChunk - 1) / impl::kIdChunk));
+    const F f{copies, counts_, offsets_, blocks.data(), m_, parts, cursors};
+    Kokkos::parallel_for(
+        "segops::Segments::counts_sum",
+        Kokkos::RangePolicy<ExecSpace, typename F::SumTag, Kokkos::IndexType<index_type>>(exec, 0,
+                                                                                          f.size()),
+        f);
+    exec.fence("segops::Segments: block sums");
+    index_type p = 0;
+    for (index_type b = 0; b < f.size(); ++b) {
+      const index_type sum = blocks[2 * b];
+      blocks[2 * b] = p;
+      p += sum;
+      max_count_ = std::max(max_count_, blocks[2 * b + 1]);
+    }
+    if (m_ == 0) offsets_(0) = 0;
+    Kokkos::parallel_for(
+        "segops::Segments::offsets",
+        Kokkos::RangePolicy<ExecSpace, typename F::OffsetTag, Kokkos::IndexType<index_type>>(
+            exec, 0, f.size()),
+        f);
+    exec.fence("segops::Segments: offsets");  // blocks lives on this stack
   }
 
   /// The deterministic option's stable permutation on host backends after per-thread counting:
@@ -297,8 +303,7 @@ class Segments {
   /// 3 interleaved runs): 10.3-12.6 -> 5.5-5.8 ms, without the buckets 8.3-8.4 -> 3.4-3.8 ms.
   template <class C>
   void permute_by_part(const ExecSpace& exec, C* cursors, index_type parts) {
-    perm_ = index_view(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::permutation"), n_);
+    perm_ = index_view(uninit("segops::Segments::permutation"), n_);
     Kokkos::parallel_for("segops::Segments::perm",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>,
                                              Kokkos::IndexType<index_type>>(exec, 0, parts),
@@ -318,11 +323,9 @@ class Segments {
   /// PermByOwner); CUDA sorts keys id * N + i with Kokkos::sort.
   void build_permutation(const ExecSpace& exec) {
     using range = Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<index_type>>;
-    perm_ = index_view(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::permutation"), n_);
+    perm_ = index_view(uninit("segops::Segments::permutation"), n_);
     if constexpr (host_backend) {
-      index_view cursor(
-          Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::perm_cursor"), m_ + 1);
+      index_view cursor(uninit("segops::Segments::perm_cursor"), m_ + 1);
       Kokkos::deep_copy(exec, cursor, offsets_);
       const index_type parts =
           std::min<index_type>(kPermParts, std::max<index_type>(1, exec.concurrency()));
@@ -368,14 +371,11 @@ class Segments {
         p += count;
       }
     starts(nc * nb) = p;
-    index_view cursor(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::bucket_cursor"),
-        nc * nb);
+    index_view cursor(uninit("segops::Segments::bucket_cursor"), nc * nb);
     Kokkos::deep_copy(exec, cursor,
                       Kokkos::subview(starts, std::make_pair(index_type(0), nc * nb)));
     bucket_local_ = Kokkos::View<std::uint16_t*, memory_space>(
-        Kokkos::view_alloc(Kokkos::WithoutInitializing, "segops::Segments::bucket_local"),
-        n_valid_);
+        uninit("segops::Segments::bucket_local"), n_valid_);
     Kokkos::parallel_for("segops::Segments::bucket_local", range(exec, 0, nc),
                          impl::BucketLocal<ids_view, index_view, decltype(bucket_local_)>{
                              ids_, cursor, bucket_local_, n_, m_, chunk, nb, shift});

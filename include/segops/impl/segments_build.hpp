@@ -171,8 +171,8 @@ struct CountIds {
 
 /// Unsorted ids on host backends: part t of `parts` counts the ids of positions
 /// [n t / parts, n (t + 1) / parts) into its own array of m counters (copies + t m, zeroed by its
-/// thread), without atomics; CountsScan then adds the arrays. Counter is std::uint32_t where a
-/// part's positions fit it (half the footprint of the randomly updated arrays: whole unsorted
+/// thread), without atomics; CountsBlockScan then adds the arrays. Counter is std::uint32_t where
+/// a part's positions fit it (half the footprint of the randomly updated arrays: whole unsorted
 /// builds of N = 1e6, M = N / 3, 2 threads, 2.3-2.9 -> 1.1-1.6 ms), else index_t.
 template <class IdView, class Counter>
 struct PrivateCounts {
@@ -190,42 +190,32 @@ struct PrivateCounts {
   }
 };
 
-/// Unsorted ids: the count of segment s is the sum of `parts` arrays of m counters
-/// (PrivateCounts' copies, or counts itself with parts = 1 after atomic counting). One scan over
-/// s in [0, m] writes it to counts (write_counts: where the arrays are copies) and its exclusive
-/// prefix sum to offsets(s); the scan's total carries the largest count.
-template <class Counts, class Offsets, class Counter>
+/// Unsorted ids on CUDA, after atomic counting: one scan over s in [0, m] writes the exclusive
+/// prefix sum of counts to offsets(s); the scan's total carries the largest count.
+template <class Counts, class Offsets>
 struct CountsScan {
   struct value_type {
     index_t sum, max;
   };
-  const Counter* copies;
   Counts counts;
   Offsets offsets;
-  index_t m, parts;
-  bool write_counts;
-  KOKKOS_FUNCTION index_t count(index_t s) const {
-    index_t c = 0;
-    for (index_t t = 0; t < parts; ++t) c += static_cast<index_t>(copies[t * m + s]);
-    return c;
-  }
+  index_t m;
   KOKKOS_FUNCTION void init(value_type& v) const { v.sum = v.max = 0; }
   KOKKOS_FUNCTION void join(value_type& a, const value_type& b) const {
     a.sum += b.sum;
     if (b.max > a.max) a.max = b.max;
   }
   KOKKOS_FUNCTION void operator()(index_t s, value_type& v, bool final) const {
-    const index_t c = s < m ? count(s) : 0;
-    if (final) {
-      offsets(s) = v.sum;
-      if (write_counts && s < m) counts(s) = c;
-    }
+    const index_t c = s < m ? counts(s) : 0;
+    if (final) offsets(s) = v.sum;
     v.sum += c;
     if (c > v.max) v.max = c;
   }
 };
 
-/// CountsScan on host backends, in two passes over blocks of kIdChunk segments instead of a
+/// Unsorted ids on host backends: the count of segment s is the sum of `parts` arrays of m
+/// counters (PrivateCounts' copies, or counts itself with parts = 1 after atomic counting), and
+/// offsets its exclusive prefix sum, in two passes over blocks of kIdChunk segments instead of a
 /// parallel_scan (which reads its input in both of its passes, and kept the pair of sums in
 /// memory): SumTag adds the arrays into counts and writes each block's sum and largest count to
 /// `blocks`; the caller turns the sums into exclusive prefixes; OffsetTag writes the offsets from
