@@ -150,17 +150,20 @@ double time_median(F&& call, const Options& opt) {
   return median(samples);
 }
 
+/// Rounds of time_medians_interleaved.
+inline constexpr int kRounds = 5;
+
 /// Median seconds per call of several implementations of one case, sampled in kRounds rounds
 /// that take each in turn (min_runs and min_time shared among the rounds), so that all of them
 /// sample the same stretches of this shared VM's drifting speed: timed one after the other, a
 /// slow stretch of a second or two could fall on one implementation alone and turn a win into
 /// a loss (the max and min backward of the same kernel, unsorted N = 1e6, lost and won against
 /// the same OpenMP loop in turn).
-inline constexpr int kRounds = 5;
-inline std::vector<double> time_medians_interleaved(const std::vector<std::function<void()>>& calls,
-                                                    const Options& opt) {
+/// calls: (implementation name, call) pairs; the medians come back in their order.
+inline std::vector<double> time_medians_interleaved(
+    const std::vector<std::pair<std::string, std::function<void()>>>& calls, const Options& opt) {
   std::vector<int> batch;
-  for (const auto& call : calls) batch.push_back(warm_batch(call));
+  for (const auto& call : calls) batch.push_back(warm_batch(call.second));
   std::vector<std::vector<double>> samples(calls.size());
   std::vector<double> total(calls.size(), 0.0);
   const int runs = std::max(1, (opt.min_runs + kRounds - 1) / kRounds);
@@ -168,7 +171,7 @@ inline std::vector<double> time_medians_interleaved(const std::vector<std::funct
   // many calls in all as time_median takes, not a round's worth more each round
   for (int r = 0; r < kRounds; ++r)
     for (std::size_t k = 0; k < calls.size(); ++k)
-      sample_calls(calls[k], batch[k], runs, opt.min_time * (r + 1) / kRounds, total[k],
+      sample_calls(calls[k].second, batch[k], runs, opt.min_time * (r + 1) / kRounds, total[k],
                    samples[k]);
   std::vector<double> medians;
   for (auto& s : samples) medians.push_back(median(s));
@@ -599,9 +602,7 @@ struct Case {
 
   /// Times the pending calls interleaved (time_medians_interleaved) and writes their rows.
   void time_pending() {
-    std::vector<std::function<void()>> calls;
-    for (auto& p : pending) calls.push_back(p.second);
-    const auto t = time_medians_interleaved(calls, opt);
+    const auto t = time_medians_interleaved(pending, opt);
     for (std::size_t k = 0; k < pending.size(); ++k) write_row(row, pending[k].first, t[k], bytes);
     pending.clear();
   }
