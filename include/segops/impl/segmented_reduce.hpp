@@ -435,6 +435,37 @@ struct StageRows {
   }
 };
 
+/// Whether rows of w accumulators can be reduced in tiles: their partials fit seg's carry.
+template <class Seg>
+bool tiles_fit(const Seg& seg, index_t w) {
+  return w <= static_cast<index_t>(seg.carry().extent(0));
+}
+
+/// The tiles of reducer r over seg's valid elements, taken through elem (TileReduce). Tiles are
+/// the smallest multiple of the quantum whose partials fit the carry: the tiling depends only on
+/// N, the width and the capacity, never on the thread count.
+template <class Seg, class R, class Elem>
+auto tile_reduce(const Seg& seg, const R& r, Elem elem) {
+  const index_t n = seg.num_valid(), m = seg.num_segments();
+  const index_t slots = static_cast<index_t>(seg.carry().extent(0)) / r.width();
+  const index_t quantum = kTileQuantum;
+  const index_t tile =
+      Kokkos::max<index_t>(1, ((n + slots - 1) / slots + quantum - 1) / quantum) * quantum;
+  const index_t ntiles = n > 0 ? (n + tile - 1) / tile : 1;
+  using F = TileReduce<R, decltype(seg.offsets()), Elem, typename Seg::ids_view>;
+  return F{r, seg.offsets(), seg.tile_first(), elem, seg.ids(), n, m, tile, ntiles};
+}
+
+/// The sweep of f over `items` work items, then, where there are several tiles, the fixup of the
+/// segments that cross tile ends (f: a TileReduce, items = its tiles, or a functor with its tags).
+template <class Exec, class F>
+void run_tiles(const Exec& exec, const F& f, index_t items, index_t ntiles, const char* label) {
+  using Sweep = Kokkos::RangePolicy<Exec, typename F::SweepTag, Kokkos::IndexType<index_t>>;
+  using Fixup = Kokkos::RangePolicy<Exec, typename F::FixupTag, Kokkos::IndexType<index_t>>;
+  Kokkos::parallel_for(label, Sweep(exec, 0, items), f);
+  if (ntiles > 1) Kokkos::parallel_for(label, Fixup(exec, 0, ntiles), f);
+}
+
 /// Runs reducer `r` over `seg`. R provides width(), reduce(slot, elem, b, e), join(OutSlot,
 /// CarrySlot), finalize(s), init(OutSlot), accumulate<Atomic>(s, i), has_finalize, and, where the
 /// atomic schedule needs a second pass over the elements (arg of a max), has_arg_pass with
@@ -460,24 +491,11 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
       return;
     }
   }
-  const index_t cap = static_cast<index_t>(seg.carry().extent(0));
   // Rows wider than the carry cannot be tiled; they take the schedule for unsorted ids below.
-  if (seg.deterministic() && w <= cap) {
-    const index_t n = seg.num_valid();
-    // Tiles are the smallest multiple of the quantum whose partials fit the carry: the tiling
-    // depends only on N, w and the capacity, never on the thread count.
-    const index_t slots = cap / w, quantum = kTileQuantum;
-    const index_t tile =
-        Kokkos::max<index_t>(1, ((n + slots - 1) / slots + quantum - 1) / quantum) * quantum;
-    const index_t ntiles = n > 0 ? (n + tile - 1) / tile : 1;
+  if (seg.deterministic() && tiles_fit(seg, w)) {
     auto run = [&](const auto& rr, auto elem) {
-      using RR = std::decay_t<decltype(rr)>;
-      using F = TileReduce<RR, decltype(seg.offsets()), decltype(elem), typename Seg::ids_view>;
-      F f{rr, seg.offsets(), seg.tile_first(), elem, seg.ids(), n, m, tile, ntiles};
-      using Sweep = Kokkos::RangePolicy<Exec, typename F::SweepTag, Kokkos::IndexType<index_t>>;
-      using Fixup = Kokkos::RangePolicy<Exec, typename F::FixupTag, Kokkos::IndexType<index_t>>;
-      Kokkos::parallel_for(label, Sweep(exec, 0, ntiles), f);
-      if (ntiles > 1) Kokkos::parallel_for(label, Fixup(exec, 0, ntiles), f);
+      const auto f = tile_reduce(seg, rr, elem);
+      run_tiles(exec, f, f.ntiles, f.ntiles, label);
     };
     if (seg.sorted()) return run(r, IdentityElem{});
     const PermElem<typename Seg::memory_space> perm{seg.permutation()};

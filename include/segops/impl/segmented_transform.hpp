@@ -354,14 +354,25 @@ bool stage_per_segment(const Seg& seg, index_t row) {
   return !seg.sorted() && 2 * seg.num_segments() * row > kCacheBytes;
 }
 
+/// The element pass of f over seg in blocks of Block (ElementTransform; ahead, far and staged as
+/// segmented_transform picks them).
+template <index_t Block, bool Staged, class Seg, class F>
+auto element_transform(const Seg& seg, const F& f, bool ahead, bool far,
+                       const typename coeffs_of<F>::type* staged) {
+  using IdT = std::remove_const_t<typename Seg::ids_view::value_type>;
+  using Offsets = decltype(seg.offsets());
+  const auto ids = seg.ids();
+  const index_t n = seg.num_elements(), m = seg.num_segments();
+  const bool runs = Block == kTileQuantum && seg.sorted();  // sorted runs need the offsets
+  const Offsets off = runs ? seg.offsets() : Offsets(), first = runs ? seg.tile_first() : Offsets();
+  return ElementTransform<F, IdT, Offsets, Block, Staged>{
+      f, ids.data(), static_cast<index_t>(ids.stride(0)), n, m, off, first, ahead, far, staged};
+}
+
 template <class Exec, class Seg, class F>
 void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const char* label) {
-  using IdT = typename Seg::ids_view::value_type;
-  using Offsets = decltype(seg.offsets());
   constexpr index_t block = element_block_v<Exec>;
   const index_t n = seg.num_elements();
-  const auto ids = seg.ids();
-  const bool runs = block == kTileQuantum && seg.sorted();
   const index_t m = seg.num_segments();
   index_t row = 0;  // bytes per segment of the per-segment inputs the elements read
   if constexpr (block > 1) row = segment_row_bytes(f);
@@ -401,10 +412,7 @@ void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const cha
     Kokkos::parallel_for(
         label,
         Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (n + block - 1) / block),
-        ElementTransform<F, std::remove_const_t<IdT>, Offsets, block, decltype(staging)::value>{
-            f, ids.data(), static_cast<index_t>(ids.stride(0)), n, m,
-            runs ? seg.offsets() : Offsets(), runs ? seg.tile_first() : Offsets(), ahead, far,
-            staged});
+        element_transform<block, decltype(staging)::value>(seg, f, ahead, far, staged));
   };
   if constexpr (block > 1 && StagesCoefficients<F>)
     if (staged) return run(std::true_type{});
