@@ -24,6 +24,9 @@ TEST(Bilinear, ManySegmentsUnsorted) { many_segments_sweep<Bilinear>(127); }
 TEST(Bilinear, StagedCoefficientsUnsorted) { staged_coefficients_sweep<Bilinear>(129, "", 150000); }
 TEST(Bilinear, FiniteDifferences) { fd_sweep<Bilinear>(131); }
 TEST(Bilinear, SmallCarryTiles) { carry_sweep<Bilinear>(133); }
+// The backward orders of mul, axpy and axpby and the double backward of dot and inner_products
+// (a per-element pass and a reduction, fused on host) over sorted ids in work items of tiles.
+TEST(Bilinear, FusedSweepSorted) { fused_sweep<Bilinear>(135, "backward"); }
 
 /// Products keep IEEE signed zeros: a_s = -1 times x_i = +0 is -0 in every component (a sum that
 /// started at +0 would turn it into +0), for rows of 1, 3 and 5, on every mode.

@@ -650,6 +650,26 @@ void staged_coefficients_sweep(std::uint64_t seed, const std::string& ops, i64 m
   trusted_case_sweep<Fam>(c, {Mode::Unsorted, Mode::Deterministic, Mode::Bucketed}, rng, ops);
 }
 
+/// Every op whose name contains `ops` on sorted ids over M segments of 0 to 6 elements (N about
+/// 3 M), rows of layout_dims(), float inputs. The unit tests fuse the per-element pass and the
+/// reduction of the orders that have both (segmented_transform_reduce, SEGOPS_FUSED_ROW_BYTES=0):
+/// with M = 20000, 59 tiles, work items of several tiles (7 with 2 threads, 14 with 1), the last
+/// one partial.
+template <class Fam>
+void fused_sweep(std::uint64_t seed, const std::string& ops, i64 m = 20000) {
+  std::mt19937_64 rng(seed);
+  std::vector<i64> counts(static_cast<std::size_t>(m));
+  for (auto& x : counts) x = static_cast<i64>(rng() % 7);
+  const Case c{"fused_sorted", ids_from_counts(counts), m};
+  const auto seg = make_segments<std::int32_t>(c, Mode::Sorted);
+  for (const auto& def : Fam::ops()) {
+    if (def.fn.find(ops) == std::string::npos) continue;
+    const Dims dm = Fam::layout_dims();
+    check_op<Fam, float, double, i64, 2>(def, seg, c, dm, rng, describe(def, c, "sorted", dm));
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 /// Sorted and deterministic descriptors with carry capacities of 1, 3, 9 and 20 accumulators, on
 /// the regimes of 2000 elements or more: reduction tiles of several kTileQuantum blocks, a single
 /// tile, and rows wider than the carry (no tiles: those reductions take the schedule for unsorted

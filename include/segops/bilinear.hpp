@@ -41,12 +41,11 @@ void segmented_dot_double_backward(const Exec& exec, const Seg& seg, const X& x,
                                    const G& g, const U& u, const V& v, const GG& gg, const XP& xp,
                                    const YP& yp) {
   SEGOPS_OP_CHECKS("segmented_dot_double_backward", (x, y, u, v), (g), (gg), (xp, yp));
-  reduce_map(exec, seg, DotSumMap<value_t<GG>, T>{rd(u), rd(y), rd(v), rd(x)}, wr(gg), 1, op.label);
-  segmented_transform(
+  transform_reduce_map(
       exec, seg,
       Combinations{combination<value_t<XP>, T, S>(wr(xp), term<T, S>(rd(v), rd(g))),
                    combination<value_t<YP>, T, S>(wr(yp), term<T, S>(rd(u), rd(g)))},
-      op.label);
+      DotSumMap<value_t<GG>, T>{rd(u), rd(y), rd(v), rd(x)}, wr(gg), 1, op.label);
 }
 
 /// The three sums xy(s) = sum <x_i, y_i>, xx(s) = sum <x_i, x_i>, yy(s) = sum <y_i, y_i> in one
@@ -93,15 +92,14 @@ void segmented_inner_products_double_backward(const Exec& exec, const Seg& seg, 
   SEGOPS_SAME_TYPE("segmented_inner_products_double_backward", ggxy, ggxx);
   SEGOPS_SAME_TYPE("segmented_inner_products_double_backward", ggxy, ggyy);
   using Acc = value_t<GGXY>;
-  reduce_map(exec, seg, InnerProductsAdjointMap<Acc, T>{rd(x), rd(y), rd(u), rd(v)},
-             OutTuple<Acc, 3>{{wr(ggxy), wr(ggxx), wr(ggyy)}}, 3, op.label);
-  segmented_transform(
+  transform_reduce_map(
       exec, seg,
       Combinations{combination<value_t<XP>, T, S>(wr(xp), term<T, S>(rd(v), rd(gxy)),
                                                   term<T, S>(rd(u), rd(gxx), 2.0)),
                    combination<value_t<YP>, T, S>(wr(yp), term<T, S>(rd(u), rd(gxy)),
                                                   term<T, S>(rd(v), rd(gyy), 2.0))},
-      op.label);
+      InnerProductsAdjointMap<Acc, T>{rd(x), rd(y), rd(u), rd(v)},
+      OutTuple<Acc, 3>{{wr(ggxy), wr(ggxx), wr(ggyy)}}, 3, op.label);
 }
 
 /// o_i = a_s x_i (a scaled broadcast).
@@ -119,10 +117,9 @@ SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_mul_backward(const Exec& exec, const Seg& seg, const A& a, const X& x, const G& g,
                             const GX& gx, const GA& ga) {
   SEGOPS_OP_CHECKS("segmented_mul_backward", (x, g), (a), (ga), (gx));
-  segmented_transform(
+  transform_reduce_map(
       exec, seg, Combinations{combination<value_t<GX>, T, S>(wr(gx), term<T, S>(rd(g), rd(a)))},
-      op.label);
-  reduce_map(exec, seg, DotMap<value_t<GA>, T, T>{rd(g), rd(x)}, wr(ga), 1, op.label);
+      DotMap<value_t<GA>, T, T>{rd(g), rd(x)}, wr(ga), 1, op.label);
 }
 /// u, w: cotangents of gx, ga. gg_i = a_s u_i + w_s x_i; x+_i = w_s g_i; a+_s = sum_i <u_i, g_i>.
 template <class Exec, class Seg, class A, class X, class G, class U, class W, class GG, class XP,
@@ -132,13 +129,12 @@ void segmented_mul_double_backward(const Exec& exec, const Seg& seg, const A& a,
                                    const G& g, const U& u, const W& w, const GG& gg, const XP& xp,
                                    const AP& ap) {
   SEGOPS_OP_CHECKS("segmented_mul_double_backward", (x, g, u), (a, w), (ap), (gg, xp));
-  segmented_transform(
+  transform_reduce_map(
       exec, seg,
       Combinations{combination<value_t<GG>, T, S>(wr(gg), term<T, S>(rd(u), rd(a)),
                                                   term<T, S>(rd(x), rd(w))),
                    combination<value_t<XP>, T, S>(wr(xp), term<T, S>(rd(g), rd(w)))},
-      op.label);
-  reduce_map(exec, seg, DotMap<value_t<AP>, T, T>{rd(u), rd(g)}, wr(ap), 1, op.label);
+      DotMap<value_t<AP>, T, T>{rd(u), rd(g)}, wr(ap), 1, op.label);
 }
 
 /// y_i <- y_i + a_s x_i, in place (y is read and written; dropped ids leave y_i unchanged).
@@ -158,12 +154,11 @@ SEGOPS_REQUIRES_EXEC(Exec, Seg)
 void segmented_axpy_backward(const Exec& exec, const Seg& seg, const A& a, const X& x, const G& g,
                              const GY& gy, const GX& gx, const GA& ga) {
   SEGOPS_OP_CHECKS("segmented_axpy_backward", (x, g), (a), (ga), (gy, gx));
-  segmented_transform(
+  transform_reduce_map(
       exec, seg,
       Combinations{combination<value_t<GY>, T, S>(wr(gy), term<T, S>(rd(g), 1.0)),
                    combination<value_t<GX>, T, S>(wr(gx), term<T, S>(rd(g), rd(a)))},
-      op.label);
-  reduce_map(exec, seg, DotMap<value_t<GA>, T, T>{rd(x), rd(g)}, wr(ga), 1, op.label);
+      DotMap<value_t<GA>, T, T>{rd(x), rd(g)}, wr(ga), 1, op.label);
 }
 /// uy, ux, w: cotangents of gy, gx, ga. gg_i = uy_i + a_s ux_i + w_s x_i; x+_i = w_s g_i;
 /// a+_s = sum_i <ux_i, g_i>.
@@ -174,14 +169,13 @@ void segmented_axpy_double_backward(const Exec& exec, const Seg& seg, const A& a
                                     const G& g, const UY& uy, const UX& ux, const W& w,
                                     const GG& gg, const XP& xp, const AP& ap) {
   SEGOPS_OP_CHECKS("segmented_axpy_double_backward", (x, g, uy, ux), (a, w), (ap), (gg, xp));
-  segmented_transform(
+  transform_reduce_map(
       exec, seg,
       Combinations{
           combination<value_t<GG>, T, S>(wr(gg), term<T, S>(rd(uy), 1.0), term<T, S>(rd(ux), rd(a)),
                                          term<T, S>(rd(x), rd(w))),
           combination<value_t<XP>, T, S>(wr(xp), term<T, S>(rd(g), rd(w)))},
-      op.label);
-  reduce_map(exec, seg, DotMap<value_t<AP>, T, T>{rd(ux), rd(g)}, wr(ap), 1, op.label);
+      DotMap<value_t<AP>, T, T>{rd(ux), rd(g)}, wr(ap), 1, op.label);
 }
 
 /// o_i = a_s x_i + b_s y_i.
@@ -205,13 +199,11 @@ void segmented_axpby_backward(const Exec& exec, const Seg& seg, const A& a, cons
   SEGOPS_OP_CHECKS("segmented_axpby_backward", (x, y, g), (a, b), (ga, gb), (gx, gy));
   SEGOPS_SAME_TYPE("segmented_axpby_backward", ga, gb);
   using Acc = value_t<GA>;
-  segmented_transform(
+  transform_reduce_map(
       exec, seg,
       Combinations{combination<value_t<GX>, T, S>(wr(gx), term<T, S>(rd(g), rd(a))),
                    combination<value_t<GY>, T, S>(wr(gy), term<T, S>(rd(g), rd(b)))},
-      op.label);
-  reduce_map(exec, seg, TwoDotsMap<Acc, T>{rd(x), rd(g), rd(y)}, OutTuple<Acc, 2>{{wr(ga), wr(gb)}},
-             2, op.label);
+      TwoDotsMap<Acc, T>{rd(x), rd(g), rd(y)}, OutTuple<Acc, 2>{{wr(ga), wr(gb)}}, 2, op.label);
 }
 /// ux, uy, wa, wb: cotangents of gx, gy, ga, gb. gg_i = a_s ux_i + b_s uy_i + wa_s x_i + wb_s y_i;
 /// x+_i = wa_s g_i; y+_i = wb_s g_i; a+_s = sum <ux_i, g_i>; b+_s = sum <uy_i, g_i>.
@@ -226,16 +218,14 @@ void segmented_axpby_double_backward(const Exec& exec, const Seg& seg, const A& 
                    (gg, xp, yp));
   SEGOPS_SAME_TYPE("segmented_axpby_double_backward", ap, bp);
   using Acc = value_t<AP>;
-  segmented_transform(
+  transform_reduce_map(
       exec, seg,
       Combinations{combination<value_t<GG>, T, S>(
                        wr(gg), term<T, S>(rd(ux), rd(a)), term<T, S>(rd(uy), rd(b)),
                        term<T, S>(rd(x), rd(wa)), term<T, S>(rd(y), rd(wb))),
                    Combinations{combination<value_t<XP>, T, S>(wr(xp), term<T, S>(rd(g), rd(wa))),
                                 combination<value_t<YP>, T, S>(wr(yp), term<T, S>(rd(g), rd(wb)))}},
-      op.label);
-  reduce_map(exec, seg, TwoDotsMap<Acc, T>{rd(ux), rd(g), rd(uy)},
-             OutTuple<Acc, 2>{{wr(ap), wr(bp)}}, 2, op.label);
+      TwoDotsMap<Acc, T>{rd(ux), rd(g), rd(uy)}, OutTuple<Acc, 2>{{wr(ap), wr(bp)}}, 2, op.label);
 }
 
 /// o_i = x_i + b_s, with b (M, D) a row per segment or b (M) a scalar added to every component.

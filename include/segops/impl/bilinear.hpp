@@ -11,6 +11,7 @@
 #include <segops/impl/maps.hpp>
 #include <segops/impl/segmented_reduce.hpp>
 #include <segops/impl/segmented_transform.hpp>
+#include <segops/impl/transform_reduce.hpp>
 #include <segops/impl/views.hpp>
 
 namespace segops::impl {
@@ -30,6 +31,17 @@ void reduce_map(const Exec& exec, const Seg& seg, const Map& map, const Out& out
                 const char* label, Fin fin = {}) {
   using Acc = std::remove_reference_t<decltype(out(0, 0))>;
   segmented_reduce(exec, seg, make_sum_reducer<Acc>(map, out, carry_of<Acc>(seg), w, fin), label);
+}
+
+/// segmented_transform(f) and reduce_map(map) (sums of dot products, a DotMap or DotsMap), in one
+/// sweep where segmented_transform_reduce takes one.
+template <class Exec, class Seg, class F, class Map, class Out>
+void transform_reduce_map(const Exec& exec, const Seg& seg, const F& f, const Map& map,
+                          const Out& out, index_t w, const char* label) {
+  using Acc = std::remove_reference_t<decltype(out(0, 0))>;
+  segmented_transform_reduce(exec, seg, f,
+                             make_sum_reducer<Acc>(map, out, carry_of<Acc>(seg), w, NoFinalize{}),
+                             map.gather_bytes(), label);
 }
 
 /// One output row as a linear combination of up to four element rows t_k with per-segment
