@@ -30,11 +30,11 @@ struct TransformThenTiles {
   using FixupTag = typename TR::FixupTag;
   ET et;
   TR tr;
-  index_t group, nblocks;  // tiles per work item; element blocks in all
+  index_t group;  // tiles per work item
   KOKKOS_FUNCTION void operator()(SweepTag tag, index_t q) const {
     const index_t t0 = q * group, t1 = Kokkos::min(tr.ntiles, t0 + group);
     const index_t per_tile = tr.tile / kTileQuantum;
-    const index_t end = Kokkos::min(nblocks, t1 * per_tile);
+    const index_t end = Kokkos::min((et.n + kTileQuantum - 1) / kTileQuantum, t1 * per_tile);
     for (index_t b = t0 * per_tile; b < end; ++b) et(b);
     for (index_t t = t0; t < t1; ++t) tr(tag, t);
   }
@@ -65,8 +65,7 @@ void segmented_transform_reduce(const Exec& exec, const Seg& seg, const F& f, co
           1, Kokkos::min<index_t>(kFusedPositions / tr.tile, tr.ntiles / (4 * threads)));
       using Fused =
           TransformThenTiles<std::remove_const_t<decltype(et)>, std::remove_const_t<decltype(tr)>>;
-      run_tiles(exec, Fused{et, tr, group, (n + kTileQuantum - 1) / kTileQuantum},
-                (tr.ntiles + group - 1) / group, tr.ntiles, label);
+      run_tiles(exec, Fused{et, tr, group}, (tr.ntiles + group - 1) / group, tr.ntiles, label);
       return;
     }
   }
