@@ -25,12 +25,18 @@ KOKKOS_FUNCTION R seg_value(const Mat<const T>& a, index_t s) {
   return s < 0 ? R(0) : static_cast<R>(a(s));
 }
 
+/// The reducer that sums `map` (width w) into `out`, accumulating in out's value type.
+template <class Seg, class Map, class Out, class Fin = NoFinalize>
+auto map_reducer(const Seg& seg, const Map& map, const Out& out, index_t w, Fin fin = {}) {
+  using Acc = std::remove_reference_t<decltype(out(0, 0))>;
+  return make_sum_reducer<Acc>(map, out, carry_of<Acc>(seg), w, fin);
+}
+
 /// Sum-reduce `map` (width w) into `out`, accumulating in out's value type.
 template <class Exec, class Seg, class Map, class Out, class Fin = NoFinalize>
 void reduce_map(const Exec& exec, const Seg& seg, const Map& map, const Out& out, index_t w,
                 const char* label, Fin fin = {}) {
-  using Acc = std::remove_reference_t<decltype(out(0, 0))>;
-  segmented_reduce(exec, seg, make_sum_reducer<Acc>(map, out, carry_of<Acc>(seg), w, fin), label);
+  segmented_reduce(exec, seg, map_reducer(seg, map, out, w, fin), label);
 }
 
 /// segmented_transform(f) and reduce_map(map) (sums of dot products, a DotMap or DotsMap), in one
@@ -38,10 +44,8 @@ void reduce_map(const Exec& exec, const Seg& seg, const Map& map, const Out& out
 template <class Exec, class Seg, class F, class Map, class Out>
 void transform_reduce_map(const Exec& exec, const Seg& seg, const F& f, const Map& map,
                           const Out& out, index_t w, const char* label) {
-  using Acc = std::remove_reference_t<decltype(out(0, 0))>;
-  segmented_transform_reduce(exec, seg, f,
-                             make_sum_reducer<Acc>(map, out, carry_of<Acc>(seg), w, NoFinalize{}),
-                             map.gather_bytes(), label);
+  segmented_transform_reduce(exec, seg, f, map_reducer(seg, map, out, w), map.gather_bytes(),
+                             label);
 }
 
 /// One output row as a linear combination of up to four element rows t_k with per-segment
