@@ -113,6 +113,8 @@ struct DotsMap {
         },
         f);
   }
+  /// Values per element of each input (SumReducer::narrow_runs).
+  KOKKOS_FUNCTION index_t flat_width() const { return v[0].d; }
   /// Sorted segments over packed rows, summed as runs (SumReducer::run_row).
   KOKKOS_FUNCTION bool packed_runs() const {
 #ifdef SEGOPS_HOST_VECTORS

@@ -132,9 +132,23 @@ struct TileReduce {
   template <int W>
   KOKKOS_FUNCTION void runs(index_t b, index_t hi, index_t s, index_t s_end) const {
     // Tiles whose runs average at most one vector sum them with two vectors, not six.
-    if constexpr (W == 1)
-      if (r.narrow_runs(hi - b, s_end - s)) return runs<W, kNarrowRunVectors>(b, hi, s, s_end);
+    if constexpr (requires { requires R::template narrow_width<W>; }) {
+      if (r.narrow_runs(hi - b, s_end - s)) {
+        if constexpr (W == 1)
+          return runs<W, kNarrowRunVectors>(b, hi, s, s_end);
+        else
+          return narrow_rows<W>(b, hi, s, s_end);
+      }
+    }
     runs<W, kRunVectors>(b, hi, s, s_end);
+  }
+  /// runs<W, kNarrowRunVectors> for rows (W > 1), out of line: inlined next to runs<W,
+  /// kRunVectors>, it made that one's code slower (inner_products, rows of 3 floats, N = 2^25 / 3,
+  /// L = 3: 62.6 -> 66.7 instructions per element).
+  template <int W>
+  SEGOPS_NOINLINE KOKKOS_FUNCTION void narrow_rows(index_t b, index_t hi, index_t s,
+                                                   index_t s_end) const {
+    runs<W, kNarrowRunVectors>(b, hi, s, s_end);
   }
   template <int W, int NV>
   KOKKOS_FUNCTION void runs(index_t b, index_t hi, index_t s, index_t s_end) const {
@@ -842,7 +856,16 @@ struct SumReducer {
     if constexpr (W == 1 && requires { map.flat_width(); }) w = map.flat_width();
     return w * index_t(sizeof(Acc));
   }
-  /// Whether `segments` runs over `positions` average at most one vector (TileReduce::runs).
+  /// Whether `segments` runs over `positions` average at most one vector (TileReduce::runs), for
+  /// the widths whose runs take fewer vectors there: single sums, and rows of W sums of products
+  /// that the map sums as runs (DotsMap::run_sums; inner_products of single floats, N = 2^20,
+  /// L = 3: 62 -> 36 instructions per element (callgrind), 220-247 -> 127 ms at N = 2^25, 2
+  /// threads; each run's masked vectors were 24 floats long).
+  template <int W>
+  static constexpr bool narrow_width =
+      W == 1 || requires(const Map& mp, index_t i, Acc (&a)[W]) {
+    mp.template run_sums<W, kNarrowRunVectors>(i, i, a);
+  };
   KOKKOS_FUNCTION bool narrow_runs(index_t positions, index_t segments) const {
     if constexpr (requires { map.flat_width(); })
       return positions * map.flat_width() * index_t(sizeof(Acc)) <= segments * 16;
