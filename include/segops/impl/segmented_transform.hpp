@@ -64,6 +64,22 @@ KOKKOS_FORCEINLINE_FUNCTION void apply_coeffs(const F& f, index_t i, index_t s, 
     f.template packed_apply<W>(i, s, c);
 }
 
+/// Functors that write four elements of packed rows of width W at once (packed_quad, host
+/// vectors), and the call, as ElementTransform's rows take it. Not a lambda in ElementTransform's
+/// generic lambda: nvcc compiled that lambda's body for functors without packed_quad too (in the
+/// branch an `if constexpr` discards), so host ops (Serial, OpenMP) did not compile in CUDA builds.
+template <class F, int W>
+concept PacksQuads = requires(const F& f, index_t i, const index_t (&q)[4]) {
+  f.template packed_quad<W>(i, q);
+};
+template <class F, int W>
+struct PackedQuad {
+  const F* f;
+  KOKKOS_FORCEINLINE_FUNCTION bool operator()(index_t i, const index_t (&q)[4]) const {
+    return f->template packed_quad<W>(i, q);
+  }
+};
+
 template <class Exec>
 inline constexpr index_t element_block_v =
     Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible ? kTileQuantum : 1;
@@ -101,10 +117,8 @@ struct ElementTransform {
             auto each = [&](index_t i, index_t s) SEGOPS_INLINE { fl.template packed<W>(i, s); };
             auto staged = [&](index_t i, index_t s, const auto& c)
                               SEGOPS_INLINE { apply_coeffs<W>(fl, i, s, c); };
-            if constexpr (requires(const index_t(&q)[4]) { fl.template packed_quad<W>(0, q); })
-              rows(blk, fl, each, staged, [&](index_t i, const index_t(&q)[4]) SEGOPS_INLINE {
-                return fl.template packed_quad<W>(i, q);
-              });
+            if constexpr (PacksQuads<F, W>)
+              rows(blk, fl, each, staged, PackedQuad<F, W>{&fl});
             else
               rows(blk, fl, each, staged, NoQuad{});
           }))
@@ -241,10 +255,22 @@ struct ElementTransform {
     }
     // each(i, s) writes element i; ahead_rows(t), where prefetching, prefetches what segment t's
     // elements will read.
+    // Sorted ids (offsets given: host blocks) are all in range (Segments::sorted excludes dropped
+    // ids), so the elements go without the range check, and the functor's test for a dropped
+    // element (s < 0) folds away.
+    const bool in_range = offsets.extent(0) > 0;
     auto elements = [&](const auto& each, const auto& ahead_rows, auto prefetches, const auto& q4) {
-      auto run = [&](auto unit, auto prefetching) {
+      auto run = [&](auto unit, auto prefetching, auto valid) {
         auto id_at = [&](index_t i) SEGOPS_INLINE {
           return static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
+        };
+        auto checked = [&](index_t s) SEGOPS_INLINE {  // s, or -1 for a dropped id
+          if constexpr (decltype(valid)::value) {
+            if (s < 0 || s >= mm) SEGOPS_UNREACHABLE();
+            return s;
+          } else {
+            return s >= 0 && s < mm ? s : index_t(-1);
+          }
         };
         auto ahead_of = [&](index_t i) SEGOPS_INLINE {
           if constexpr (decltype(prefetching)::value) {
@@ -261,21 +287,22 @@ struct ElementTransform {
               index_t s[4];
               for (int k = 0; k < 4; ++k) s[k] = id_at(i + k);
               if (!q4(i, s))
-                for (int k = 0; k < 4; ++k)
-                  each(i + k, s[k] >= 0 && s[k] < mm ? s[k] : index_t(-1));
+                for (int k = 0; k < 4; ++k) each(i + k, checked(s[k]));
             }
         }
         for (; i < hi; ++i) {
           ahead_of(i);
-          const index_t s = id_at(i);
-          each(i, s >= 0 && s < mm ? s : index_t(-1));
+          each(i, checked(id_at(i)));
         }
       };
       auto ids_run = [&](auto prefetching) {
+        if constexpr (Block == kTileQuantum && !Staged && !decltype(prefetching)::value &&
+                      std::is_same_v<std::remove_cvref_t<decltype(q4)>, NoQuad>)
+          if (in_range && st == 1) return run(std::true_type{}, prefetching, std::true_type{});
         if (st == 1)  // contiguous ids (the usual case): no stride multiply in the loop
-          run(std::true_type{}, prefetching);
+          run(std::true_type{}, prefetching, std::false_type{});
         else
-          run(std::false_type{}, prefetching);
+          run(std::false_type{}, prefetching, std::false_type{});
       };
       if constexpr (Block > 1 && kPrefetches && decltype(prefetches)::value)
         if (ahead) return ids_run(std::true_type{});

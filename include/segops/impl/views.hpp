@@ -49,6 +49,14 @@ struct Mat {
 #define SEGOPS_NOINLINE
 #endif
 
+/// SEGOPS_UNREACHABLE(): a branch that cannot be taken (host builds with GCC or Clang tell the
+/// compiler, which drops the tests that lead to it; elsewhere nothing).
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#define SEGOPS_UNREACHABLE() __builtin_unreachable()
+#else
+#define SEGOPS_UNREACHABLE() ((void)0)
+#endif
+
 /// Host builds with GCC or Clang: prefetch<Write>(p) hints that the cache line at p is about to be
 /// read (written); kernels that would compute addresses only for it test kPrefetches.
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__) && \
