@@ -143,8 +143,8 @@ struct TileReduce {
     runs<W, kRunVectors>(b, hi, s, s_end);
   }
   /// runs<W, kNarrowRunVectors> for rows (W > 1), out of line: inlined next to runs<W,
-  /// kRunVectors>, it made that one's code slower (inner_products, rows of 3 floats, N = 2^25 / 3,
-  /// L = 3: 62.6 -> 66.7 instructions per element).
+  /// kRunVectors>, it made that one's code slower (inner_products, rows of 3 floats, N = 2^20,
+  /// L = 3: 62.6 -> 66.7 instructions per element, callgrind; out of line 63.6).
   template <int W>
   SEGOPS_NOINLINE KOKKOS_FUNCTION void narrow_rows(index_t b, index_t hi, index_t s,
                                                    index_t s_end) const {
@@ -862,8 +862,7 @@ struct SumReducer {
   /// L = 3: 62 -> 36 instructions per element (callgrind), 220-247 -> 127 ms at N = 2^25, 2
   /// threads; each run's masked vectors were 24 floats long).
   template <int W>
-  static constexpr bool narrow_width =
-      W == 1 || requires(const Map& mp, index_t i, Acc (&a)[W]) {
+  static constexpr bool narrow_width = W == 1 || requires(const Map& mp, index_t i, Acc (&a)[W]) {
     mp.template run_sums<W, kNarrowRunVectors>(i, i, a);
   };
   KOKKOS_FUNCTION bool narrow_runs(index_t positions, index_t segments) const {

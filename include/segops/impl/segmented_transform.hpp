@@ -253,12 +253,12 @@ struct ElementTransform {
         }
       }
     }
-    // each(i, s) writes element i; ahead_rows(t), where prefetching, prefetches what segment t's
-    // elements will read.
     // Sorted ids (offsets given: host blocks) are all in range (Segments::sorted excludes dropped
     // ids), so the elements go without the range check, and the functor's test for a dropped
     // element (s < 0) folds away.
     const bool in_range = offsets.extent(0) > 0;
+    // each(i, s) writes element i; ahead_rows(t), where prefetching, prefetches what segment t's
+    // elements will read.
     auto elements = [&](const auto& each, const auto& ahead_rows, auto prefetches, const auto& q4) {
       auto run = [&](auto unit, auto prefetching, auto valid) {
         auto id_at = [&](index_t i) SEGOPS_INLINE {
