@@ -72,7 +72,14 @@ inline const LinOpInfo& info(LinOp op) { return kLinearOps[static_cast<int>(op)]
 template <class ExecSpace, class Seg, class In, class Out>
 void run_linear(const ExecSpace& exec, LinOp op, const Seg& seg, const In& in, const Out& out,
                 bool with_instance = true) {
-  using namespace segops;
+  using L = typename In::array_layout;
+  using InV = typename In::non_const_value_type;
+  using OutV = typename Out::non_const_value_type;
+  if constexpr (!std::is_same_v<L, typename Out::array_layout> ||
+                !(kTypesBuilt<InV, OutV, L> || kTypesBuilt<OutV, InV, L>)) {
+    types_not_built();
+  } else {
+    using namespace segops;
 #define SEGTEST_CALL(F)      \
   do {                       \
     if (with_instance)       \
@@ -81,38 +88,39 @@ void run_linear(const ExecSpace& exec, LinOp op, const Seg& seg, const In& in, c
       F(seg, in, out);       \
     return;                  \
   } while (false)
-  if constexpr (In::rank() == Out::rank()) {
-    switch (op) {
-      case LinOp::SumFwd:
-        SEGTEST_CALL(segmented_sum);
-      case LinOp::SumBwd:
-        SEGTEST_CALL(segmented_sum_backward);
-      case LinOp::SumDbl:
-        SEGTEST_CALL(segmented_sum_double_backward);
-      case LinOp::MeanFwd:
-        SEGTEST_CALL(segmented_mean);
-      case LinOp::MeanBwd:
-        SEGTEST_CALL(segmented_mean_backward);
-      case LinOp::MeanDbl:
-        SEGTEST_CALL(segmented_mean_double_backward);
-      case LinOp::BcastFwd:
-        SEGTEST_CALL(segmented_broadcast);
-      case LinOp::BcastBwd:
-        SEGTEST_CALL(segmented_broadcast_backward);
-      case LinOp::BcastDbl:
-        SEGTEST_CALL(segmented_broadcast_double_backward);
-      default:
-        break;
+    if constexpr (In::rank() == Out::rank()) {
+      switch (op) {
+        case LinOp::SumFwd:
+          SEGTEST_CALL(segmented_sum);
+        case LinOp::SumBwd:
+          SEGTEST_CALL(segmented_sum_backward);
+        case LinOp::SumDbl:
+          SEGTEST_CALL(segmented_sum_double_backward);
+        case LinOp::MeanFwd:
+          SEGTEST_CALL(segmented_mean);
+        case LinOp::MeanBwd:
+          SEGTEST_CALL(segmented_mean_backward);
+        case LinOp::MeanDbl:
+          SEGTEST_CALL(segmented_mean_double_backward);
+        case LinOp::BcastFwd:
+          SEGTEST_CALL(segmented_broadcast);
+        case LinOp::BcastBwd:
+          SEGTEST_CALL(segmented_broadcast_backward);
+        case LinOp::BcastDbl:
+          SEGTEST_CALL(segmented_broadcast_double_backward);
+        default:
+          break;
+      }
+    } else if constexpr (In::rank() == 2 && Out::rank() == 1) {
+      if (op == LinOp::CompFwd) SEGTEST_CALL(segmented_component_sum);
+      if (op == LinOp::CompDbl) SEGTEST_CALL(segmented_component_sum_double_backward);
+    } else if constexpr (In::rank() == 1 && Out::rank() == 2) {
+      if (op == LinOp::CompBwd) SEGTEST_CALL(segmented_component_sum_backward);
     }
-  } else if constexpr (In::rank() == 2 && Out::rank() == 1) {
-    if (op == LinOp::CompFwd) SEGTEST_CALL(segmented_component_sum);
-    if (op == LinOp::CompDbl) SEGTEST_CALL(segmented_component_sum_double_backward);
-  } else if constexpr (In::rank() == 1 && Out::rank() == 2) {
-    if (op == LinOp::CompBwd) SEGTEST_CALL(segmented_component_sum_backward);
-  }
 #undef SEGTEST_CALL
-  ADD_FAILURE() << "run_linear: op " << static_cast<int>(op) << " does not take ranks "
-                << In::rank() << " -> " << Out::rank();
+    ADD_FAILURE() << "run_linear: op " << static_cast<int>(op) << " does not take ranks "
+                  << In::rank() << " -> " << Out::rank();
+  }
 }
 
 /// Calls f(std::integral_constant<int, RIn>, std::integral_constant<int, ROut>) with the view
