@@ -72,11 +72,13 @@ inline const LinOpInfo& info(LinOp op) { return kLinearOps[static_cast<int>(op)]
 template <class ExecSpace, class Seg, class In, class Out>
 void run_linear(const ExecSpace& exec, LinOp op, const Seg& seg, const In& in, const Out& out,
                 bool with_instance = true) {
-  using L = typename In::array_layout;
   using InV = typename In::non_const_value_type;
   using OutV = typename Out::non_const_value_type;
-  if constexpr (!std::is_same_v<L, typename Out::array_layout> ||
-                !(kTypesBuilt<InV, OutV, L> || kTypesBuilt<OutV, InV, L>)) {
+  using InL = typename In::array_layout;
+  using OutL = typename Out::array_layout;
+  // element side float, segment side double, both LayoutRight (every call, without the subset)
+  if constexpr (!((kTypesBuilt<InV, OutV, InL> && kTypesBuilt<InV, OutV, OutL>) ||
+                  (kTypesBuilt<OutV, InV, InL> && kTypesBuilt<OutV, InV, OutL>))) {
     types_not_built();
   } else {
     using namespace segops;
