@@ -70,18 +70,9 @@ inline const LinOpInfo& info(LinOp op) { return kLinearOps[static_cast<int>(op)]
 /// Calls the library op `op` (on `exec`, or through the overload without an instance when
 /// `with_instance` is false). Ranks of `in` and `out` must fit the op.
 template <class ExecSpace, class Seg, class In, class Out>
-void run_linear(const ExecSpace& exec, LinOp op, const Seg& seg, const In& in, const Out& out,
-                bool with_instance = true) {
-  using InV = typename In::non_const_value_type;
-  using OutV = typename Out::non_const_value_type;
-  using InL = typename In::array_layout;
-  using OutL = typename Out::array_layout;
-  // element side float, segment side double, both LayoutRight (every call, without the subset)
-  if constexpr (!((kTypesBuilt<InV, OutV, InL> && kTypesBuilt<InV, OutV, OutL>) ||
-                  (kTypesBuilt<OutV, InV, InL> && kTypesBuilt<OutV, InV, OutL>))) {
-    types_not_built();
-  } else {
-    using namespace segops;
+void call_linear(const ExecSpace& exec, LinOp op, const Seg& seg, const In& in, const Out& out,
+                 bool with_instance) {
+  using namespace segops;
 #define SEGTEST_CALL(F)      \
   do {                       \
     if (with_instance)       \
@@ -90,39 +81,55 @@ void run_linear(const ExecSpace& exec, LinOp op, const Seg& seg, const In& in, c
       F(seg, in, out);       \
     return;                  \
   } while (false)
-    if constexpr (In::rank() == Out::rank()) {
-      switch (op) {
-        case LinOp::SumFwd:
-          SEGTEST_CALL(segmented_sum);
-        case LinOp::SumBwd:
-          SEGTEST_CALL(segmented_sum_backward);
-        case LinOp::SumDbl:
-          SEGTEST_CALL(segmented_sum_double_backward);
-        case LinOp::MeanFwd:
-          SEGTEST_CALL(segmented_mean);
-        case LinOp::MeanBwd:
-          SEGTEST_CALL(segmented_mean_backward);
-        case LinOp::MeanDbl:
-          SEGTEST_CALL(segmented_mean_double_backward);
-        case LinOp::BcastFwd:
-          SEGTEST_CALL(segmented_broadcast);
-        case LinOp::BcastBwd:
-          SEGTEST_CALL(segmented_broadcast_backward);
-        case LinOp::BcastDbl:
-          SEGTEST_CALL(segmented_broadcast_double_backward);
-        default:
-          break;
-      }
-    } else if constexpr (In::rank() == 2 && Out::rank() == 1) {
-      if (op == LinOp::CompFwd) SEGTEST_CALL(segmented_component_sum);
-      if (op == LinOp::CompDbl) SEGTEST_CALL(segmented_component_sum_double_backward);
-    } else if constexpr (In::rank() == 1 && Out::rank() == 2) {
-      if (op == LinOp::CompBwd) SEGTEST_CALL(segmented_component_sum_backward);
+  if constexpr (In::rank() == Out::rank()) {
+    switch (op) {
+      case LinOp::SumFwd:
+        SEGTEST_CALL(segmented_sum);
+      case LinOp::SumBwd:
+        SEGTEST_CALL(segmented_sum_backward);
+      case LinOp::SumDbl:
+        SEGTEST_CALL(segmented_sum_double_backward);
+      case LinOp::MeanFwd:
+        SEGTEST_CALL(segmented_mean);
+      case LinOp::MeanBwd:
+        SEGTEST_CALL(segmented_mean_backward);
+      case LinOp::MeanDbl:
+        SEGTEST_CALL(segmented_mean_double_backward);
+      case LinOp::BcastFwd:
+        SEGTEST_CALL(segmented_broadcast);
+      case LinOp::BcastBwd:
+        SEGTEST_CALL(segmented_broadcast_backward);
+      case LinOp::BcastDbl:
+        SEGTEST_CALL(segmented_broadcast_double_backward);
+      default:
+        break;
     }
-#undef SEGTEST_CALL
-    ADD_FAILURE() << "run_linear: op " << static_cast<int>(op) << " does not take ranks "
-                  << In::rank() << " -> " << Out::rank();
+  } else if constexpr (In::rank() == 2 && Out::rank() == 1) {
+    if (op == LinOp::CompFwd) SEGTEST_CALL(segmented_component_sum);
+    if (op == LinOp::CompDbl) SEGTEST_CALL(segmented_component_sum_double_backward);
+  } else if constexpr (In::rank() == 1 && Out::rank() == 2) {
+    if (op == LinOp::CompBwd) SEGTEST_CALL(segmented_component_sum_backward);
   }
+#undef SEGTEST_CALL
+  ADD_FAILURE() << "run_linear: op " << static_cast<int>(op) << " does not take ranks "
+                << In::rank() << " -> " << Out::rank();
+}
+
+/// call_linear where the build calls the library with these types (kTypesBuilt: element side
+/// float, segment side double, both LayoutRight under SEGOPS_TEST_TYPE_SUBSET; every call
+/// otherwise); types_not_built() where it does not.
+template <class ExecSpace, class Seg, class In, class Out>
+void run_linear(const ExecSpace& exec, LinOp op, const Seg& seg, const In& in, const Out& out,
+                bool with_instance = true) {
+  using InV = typename In::non_const_value_type;
+  using OutV = typename Out::non_const_value_type;
+  using InL = typename In::array_layout;
+  using OutL = typename Out::array_layout;
+  if constexpr ((kTypesBuilt<InV, OutV, InL> && kTypesBuilt<InV, OutV, OutL>) ||
+                (kTypesBuilt<OutV, InV, InL> && kTypesBuilt<OutV, InV, OutL>))
+    call_linear(exec, op, seg, in, out, with_instance);
+  else
+    types_not_built();
 }
 
 /// Calls f(std::integral_constant<int, RIn>, std::integral_constant<int, ROut>) with the view

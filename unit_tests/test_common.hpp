@@ -35,14 +35,15 @@ using i64 = std::int64_t;
 
 /// SEGOPS_TEST_TYPE_SUBSET (scripts/test.sh's CUDA compile check, an executable that is built but
 /// never run): the table-driven harnesses (run_lib, run_linear) call the library only with float
-/// elements and double per-segment values in LayoutRight views, about a third of the kernels they
-/// instantiate otherwise, and throw on any other call; main() refuses to run such an executable.
-/// Every other build calls the library with every type.
+/// elements and double per-segment values in LayoutRight views, and throw on any other call;
+/// main() refuses to run such an executable. Every other build calls the library with every type.
+/// Measured under nvcc: test_matvec.cpp 146 -> 122 s, 912 -> 762 kernel stubs (most of the rest are
+/// the harness's own Kokkos copies and fills).
 template <class Elem, class PerSeg, class Layout>
 inline constexpr bool kTypesBuilt =
 #ifdef SEGOPS_TEST_TYPE_SUBSET
-    std::is_same_v<Elem, float>&& std::is_same_v<PerSeg, double>&&
-        std::is_same_v<Layout, Kokkos::LayoutRight>;
+    (std::is_same_v<Elem, float> && std::is_same_v<PerSeg, double> &&
+     std::is_same_v<Layout, Kokkos::LayoutRight>);
 #else
     true;
 #endif
