@@ -5,83 +5,59 @@
 // rests on the caches of the machine SegOps was tuned on (docs/determinism.md, whose table for a
 // smaller L3 this prints). Each result is checked against a double-precision reference first.
 //   bench_buckets [--n N] [--d D] [--runs R] L [L ...]    (L: average segment length)
-#include <Kokkos_Core.hpp>
-#include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <segops/segops.hpp>
 #include <vector>
 
-#include "bench_data.hpp"
+#include "bench_harness.hpp"
 
 namespace {
 
-using Exec = Kokkos::DefaultHostExecutionSpace;
-using i64 = std::int64_t;
-using Rows = Kokkos::View<float**, Kokkos::LayoutRight, Kokkos::HostSpace>;
-namespace sb = segops_bench;
+using namespace bench;
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-/// Whether out is the sum of x's rows over ids, within float rounding of the terms' magnitudes.
-bool matches(const Kokkos::View<int*, Kokkos::HostSpace>& ids, const Rows& x, const Rows& out) {
-  const i64 n = x.extent(0), m = out.extent(0), d = x.extent(1);
-  std::vector<double> ref(m * d, 0.0), mag(m * d, 0.0);
+/// One line: medians of the four schedules on the same data, timed interleaved (as the suite
+/// times a case's implementations), each result first checked against the double reference.
+bool measure(i64 n, i64 d, i64 len, int runs) {
+  const i64 m = sb::num_segments(n, len, sb::Regime::uniform);
+  const auto id_v = sb::make_ids<int>(n, m, sb::Regime::uniform, false);
+  Kokkos::View<int*, Host> ids("bench_buckets::ids", n);
+  std::copy(id_v.begin(), id_v.end(), ids.data());
+  Arr<float> x("bench_buckets::x", n, d), out("bench_buckets::out", m, d);
+  Ref ref(m * d);
   for (i64 i = 0; i < n; ++i)
     for (i64 k = 0; k < d; ++k) {
-      ref[ids(i) * d + k] += x(i, k);
-      mag[ids(i) * d + k] += std::abs(x(i, k));
+      x.p()[i * d + k] = static_cast<float>(sb::value(i * d + k, 1));
+      ref.add(ids(i) * d + k, x.p()[i * d + k]);
     }
-  for (i64 s = 0; s < m; ++s)
-    for (i64 k = 0; k < d; ++k)
-      if (!(std::abs(out(s, k) - ref[s * d + k]) <= 2e-3 * mag[s * d + k])) return false;
-  return true;
-}
-
-/// One line: medians of `runs` interleaved calls of the four schedules on the same data.
-bool measure(i64 n, i64 d, i64 len, int runs) {
-  const i64 m = std::max<i64>(1, n / len);
-  Kokkos::View<int*, Kokkos::HostSpace> ids("bench_buckets::ids", n);
-  Rows x("bench_buckets::x", n, d), out("bench_buckets::out", m, d);
-  for (i64 i = 0; i < n; ++i) {
-    ids(i) = static_cast<int>(sb::splitmix64(static_cast<std::uint64_t>(i)) % std::uint64_t(m));
-    for (i64 k = 0; k < d; ++k) x(i, k) = static_cast<float>(sb::value(i * d + k, 1));
-  }
   using B = segops::Buckets;
   const segops::Segments<int> segs[4] = {{ids, m, {.buckets = B::never}},
                                          {ids, m, {.buckets = B::always}},
                                          {ids, m, {.deterministic = true, .buckets = B::never}},
                                          {ids, m, {.deterministic = true, .buckets = B::always}}};
   const char* names[4] = {"copies", "buckets", "det. tiles", "det. buckets"};
+  std::vector<std::pair<std::string, std::function<void()>>> calls;
   for (int k = 0; k < 4; ++k) {
-    Kokkos::deep_copy(out, std::nanf(""));
-    segops::segmented_sum(segs[k], x, out);
+    auto call = [&seg = segs[k], o = out.v(R2{}), xv = x.v(R2{})] {
+      segops::segmented_sum(seg, xv, o);
+    };
+    Kokkos::deep_copy(out.view, std::nanf(""));
+    call();
     Kokkos::fence();
-    if (!matches(ids, x, out)) {
-      std::fprintf(stderr, "bench_buckets: wrong sum (%s, N=%lld D=%lld L=%lld)\n", names[k],
-                   (long long)n, (long long)d, (long long)len);
+    const double err = max_error(out, ref);
+    if (!(err <= 2e-3)) {
+      std::fprintf(stderr, "bench_buckets: wrong sum (%s, N=%lld D=%lld L=%lld): error %g\n",
+                   names[k], (long long)n, (long long)d, (long long)len, err);
       return false;
     }
+    calls.emplace_back(names[k], call);
   }
-  std::vector<double> t[4];
-  for (int r = 0; r < runs; ++r)
-    for (int k = 0; k < 4; ++k) {
-      const auto t0 = std::chrono::steady_clock::now();
-      segops::segmented_sum(segs[k], x, out);
-      Kokkos::fence();
-      t[k].push_back(seconds_since(t0));
-    }
+  Options opt;
+  opt.min_runs = runs;
+  opt.min_time = 0;
   std::printf("%10lld %3lld %6lld %9.2f", (long long)n, (long long)d, (long long)len,
-              double(m * d * sizeof(float)) * 1e-6);
-  for (auto& v : t) {
-    std::sort(v.begin(), v.end());
-    std::printf(" %13.3f", v[v.size() / 2] * 1e3);
-  }
+              out.bytes() * 1e-6);
+  for (const double t : time_medians_interleaved(calls, opt)) std::printf(" %13.3f", t * 1e3);
   std::printf("\n");
   return true;
 }
@@ -113,8 +89,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (lengths.empty()) lengths = {2, 3, 5, 10, 30};
+  // time_medians_interleaved: kRounds rounds of ceil(runs / kRounds) calls of each schedule
   std::printf("segmented_sum over unsorted ids, %d threads, median of %d interleaved calls (ms)\n",
-              Exec().concurrency(), runs);
+              Exec().concurrency(), kRounds * ((runs + kRounds - 1) / kRounds));
   std::printf("%10s %3s %6s %9s %13s %13s %13s %13s\n", "N", "D", "L", "out MB", "copies",
               "buckets", "det. tiles", "det. buckets");
   for (const i64 len : lengths)
