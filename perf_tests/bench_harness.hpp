@@ -29,6 +29,8 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <memory>
+#include <new>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -116,11 +118,14 @@ double time_calls(F&& call, int batch = 1) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Calls per timed batch: two warm-up calls, the second timed; batches amortise the clock for
-/// tiny calls.
+/// Calls per timed batch: warm-up calls, timed; batches amortise the clock for tiny calls. A call
+/// of a millisecond or more gets batches of one after a single warm-up (a second call could not
+/// change that, and at N = 2^25 each such call costs 0.2-1 s of the quick run's budget); shorter
+/// ones make a second warm-up call, which sizes the batch.
 template <class F>
 int warm_batch(F&& call) {
-  time_calls(call);
+  const double first = time_calls(call);
+  if (first >= 1e-3) return 1;
   const double one = time_calls(call);
   return std::clamp(int(20e-6 / std::max(one, 1e-9)), 1, 1000);
 }
@@ -299,25 +304,60 @@ struct Arr {
   }
 };
 
+/// An allocator whose value-initialisation leaves doubles unset, so that Ref can zero its arrays in
+/// parallel: a serial zeroing of an N = 2^25, D = 3 output (1.6 GB with its page faults) took 0.75
+/// s, in parallel 0.5 s.
+template <class V>
+struct UninitAlloc : std::allocator<V> {
+  template <class U>
+  struct rebind {
+    using other = UninitAlloc<U>;
+  };
+  UninitAlloc() = default;
+  template <class U>
+  UninitAlloc(const UninitAlloc<U>&) {}
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    if constexpr (sizeof...(A) == 0)
+      ::new (static_cast<void*>(p)) U;
+    else
+      ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+
+/// Zeroes n doubles in an OpenMP loop.
+inline void parallel_zero(double* p, i64 n) {
+#pragma omp parallel for schedule(static)
+  for (i64 k = 0; k < n; ++k) p[k] = 0.0;
+}
+
 /// Reference output in double and, per element, the magnitude its rounding error scales with (the
 /// sum of absolute values of the terms): a result passes when |got - val| <= tol * mag.
 struct Ref {
-  std::vector<double> val, mag;
-  explicit Ref(i64 size = 0) : val(size, 0.0), mag(size, 0.0) {}
+  std::vector<double, UninitAlloc<double>> val, mag;
+  explicit Ref(i64 size = 0) : val(size), mag(size) {
+    parallel_zero(val.data(), size);
+    parallel_zero(mag.data(), size);
+  }
   void add(i64 k, double term) {  // entry k += term
     val[k] += term;
     mag[k] += std::abs(term);
   }
 };
 
+/// The largest relative error of a (infinity where a result is NaN), in an OpenMP loop.
 template <class T>
 double max_error(const Arr<T>& a, const Ref& r) {
   double worst = 0;
-  for (i64 k = 0; k < a.size(); ++k) {
-    const double got = double(a.p()[k]);
+  const T* p = a.p();
+  const double *val = r.val.data(), *mag = r.mag.data();
+  const i64 size = a.size();
+#pragma omp parallel for schedule(static) reduction(max : worst)
+  for (i64 k = 0; k < size; ++k) {
+    const double got = double(p[k]);
     // equal values pass, infinities too (the max of an empty segment is -inf)
-    const double err = got == r.val[k] ? 0.0 : std::abs(got - r.val[k]) / (r.mag[k] + 1e-300);
-    if (!(err <= worst)) worst = std::isnan(err) ? std::numeric_limits<double>::infinity() : err;
+    const double err = got == val[k] ? 0.0 : std::abs(got - val[k]) / (mag[k] + 1e-300);
+    worst = std::max(worst, std::isnan(err) ? std::numeric_limits<double>::infinity() : err);
   }
   return worst;
 }
@@ -559,8 +599,12 @@ struct Case {
   /// Poison, call once, verify every output against the double reference, then time.
   template <class F>
   void measure(const std::string& impl, F&& call) {
-    for (auto& o : outs)
-      std::fill(o.first->p(), o.first->p() + o.first->size(), std::numeric_limits<T>::quiet_NaN());
+    for (auto& o : outs) {
+      T* p = o.first->p();
+      const i64 size = o.first->size();
+#pragma omp parallel for schedule(static)
+      for (i64 k = 0; k < size; ++k) p[k] = std::numeric_limits<T>::quiet_NaN();
+    }
     if (prepare) prepare();
     if constexpr (std::is_same_v<decltype(call()), bool>) {
       if (!call()) {
@@ -633,10 +677,13 @@ struct Case {
       // The plain loop at N = 2^25 costs more wall time than it tells in the quick suite, and so
       // do the OpenMP atomics on unsorted ids there (over a second a call, ScatterView's
       // duplicated sums half that): --full runs both. On those unsorted ids the quick suite
-      // times ScatterView on sum only (dot's took 7 s of wall time: 0.88 s a call).
+      // times ScatterView on sum only (dot's took 7 s of wall time: 0.88 s a call). On sorted
+      // ids with D = 1 it leaves the reductions' atomics and ScatterView to --full too (0.2 s a
+      // call, 15 s for the ten ops; D = 3 has them, and the OpenMP loop of the gathers stays).
       constexpr Peer P = decltype(tag)::value;
       if (!opt.full && n > 10000000 &&
-          (P == Peer::serial || (!sorted && (P == Peer::omp_atomic || op != "sum"))))
+          (P == Peer::serial || (!sorted && (P == Peer::omp_atomic || op != "sum")) ||
+           (d == 1 && reduces)))
         return;
       auto call = make(tag);
       measure(peer_name(decltype(tag)::value, reduces), call);
