@@ -72,6 +72,14 @@ def make_ids(n: int, m: int, skew: bool, sorted_: bool) -> np.ndarray:
 # ----------------------------------------------------------------------------- one case
 
 
+@functools.lru_cache(maxsize=4)
+def _ids_and_counts(n, m, skew, sorted_):
+    """make_ids and the per-segment counts, kept for the next case on the same ids (the quick run's
+    ~40 op-orders per set of ids: 7 of its 145 s went to making them again each time)."""
+    ids = make_ids(n, m, skew, sorted_)
+    return ids, np.bincount(ids, minlength=m)
+
+
 class Case:
     def __init__(self, key, bytes_):
         (self.op, self.order, self.dtype_name, self.itype, n, m, d, self.label) = key
@@ -80,9 +88,9 @@ class Case:
         self.dtype = np.float32 if self.dtype_name == "float" else np.float64
         self.sorted = not self.label.endswith("unsorted")
         self.skew = self.label.startswith("skew")
-        ids = make_ids(self.n, self.m, self.skew, self.sorted)
-        self.ids = ids.astype(np.int32 if self.itype == "int32" else np.int64)
-        self.cnt = np.bincount(ids, minlength=self.m)
+        ids, cnt = _ids_and_counts(self.n, self.m, self.skew, self.sorted)
+        self.ids = ids.astype(np.int32 if self.itype == "int32" else np.int64)  # a copy
+        self.cnt = cnt.copy()
 
     def elem(self, seed, w):
         return values(self.n * w, seed, self.dtype).reshape(self.n, w)
@@ -587,10 +595,15 @@ def dbl_inputs(c, ins):
 class JaxPeer:
     name = "jax"
 
-    def __init__(self, threads):
+    def __init__(self, threads, cache):
         import jax
         jax.config.update("jax_enable_x64", True)
         jax.config.update("jax_platforms", "cpu")
+        # XLA's compilations kept on disk for the next run (~0.1 s each, one per jitted function
+        # and case: 14 s of a 145 s phase; from the cache a fifth of that). The first run fills it.
+        jax.config.update("jax_compilation_cache_dir", os.path.join(cache, "jax-cache"))
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         import jax.numpy as jnp
         self.jax, self.jnp = jax, jnp
         self.version = jax.__version__
@@ -961,7 +974,7 @@ def main():
     sel = [k for k in cases if k in with_peers and (args.full or quick(k))]
 
     peers = []
-    factories = [("torch", lambda: TorchPeer(args.threads)), ("jax", lambda: JaxPeer(args.threads)),
+    factories = [("torch", lambda: TorchPeer(args.threads)), ("jax", lambda: JaxPeer(args.threads, args.cache)),
                  ("nvalchemiops", lambda: AlchemiPeer(args.threads, args.cache))]
     for pname, make in factories:
         try:
