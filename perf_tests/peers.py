@@ -72,10 +72,10 @@ def make_ids(n: int, m: int, skew: bool, sorted_: bool) -> np.ndarray:
 # ----------------------------------------------------------------------------- one case
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=2)
 def _ids_and_counts(n, m, skew, sorted_):
-    """make_ids and the per-segment counts, kept for the next case on the same ids (the quick run's
-    ~40 op-orders per set of ids: 7 of its 145 s went to making them again each time)."""
+    """make_ids and the per-segment counts, kept for the next cases on the same ids (the cases come
+    grouped by ids, ~40 op-orders each in the quick run: 7 of its 145 s went to making them again)."""
     ids = make_ids(n, m, skew, sorted_)
     return ids, np.bincount(ids, minlength=m)
 
@@ -599,8 +599,9 @@ class JaxPeer:
         import jax
         jax.config.update("jax_enable_x64", True)
         jax.config.update("jax_platforms", "cpu")
-        # XLA's compilations kept on disk for the next run (~0.1 s each, one per jitted function
-        # and case: 14 s of a 145 s phase; from the cache a fifth of that). The first run fills it.
+        # XLA's compilations kept on disk for the next run (one per jitted function and case, ~0.08
+        # s each: 9.3 s of a 145 s phase; read back, 6.8 -> 0.4 s on 43 cases; tracing and lowering
+        # still run). The first run fills it.
         jax.config.update("jax_compilation_cache_dir", os.path.join(cache, "jax-cache"))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
