@@ -89,9 +89,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (lengths.empty()) lengths = {2, 3, 5, 10, 30};
-  // time_medians_interleaved: kRounds rounds of ceil(runs / kRounds) calls of each schedule
+  // time_medians_interleaved: `runs` samples of each schedule, taken in kRounds rounds
   std::printf("segmented_sum over unsorted ids, %d threads, median of %d interleaved calls (ms)\n",
-              Exec().concurrency(), kRounds * ((runs + kRounds - 1) / kRounds));
+              Exec().concurrency(), runs);
   std::printf("%10s %3s %6s %9s %13s %13s %13s %13s\n", "N", "D", "L", "out MB", "copies",
               "buckets", "det. tiles", "det. buckets");
   for (const i64 len : lengths)

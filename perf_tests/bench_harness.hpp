@@ -118,39 +118,41 @@ double time_calls(F&& call, int batch = 1) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// Calls per timed batch: warm-up calls, timed; batches amortise the clock for tiny calls. A call
-/// of a millisecond or more gets batches of one after a single warm-up (a second call could not
-/// change that, and at N = 2^25 each such call costs 0.2-1 s of the quick run's budget); shorter
-/// ones make a second warm-up call, which sizes the batch.
+/// Calls per timed batch, after warm-up calls (batches amortise the clock for tiny calls). A call
+/// of a millisecond or more runs in batches of one after a single warm-up call, which is its first
+/// sample where the caller has just made the same call (`warmed`: the checked call, which paid the
+/// first touches): at N = 2^25 each such call costs 0.2-2 s of the quick run's budget. A shorter
+/// call makes a second warm-up call, which sizes the batch.
 template <class F>
-int warm_batch(F&& call) {
+int warm_batch(F&& call, bool warmed, std::vector<double>& samples) {
   const double first = time_calls(call);
-  if (first >= 1e-3) return 1;
+  if (first >= 1e-3) {
+    if (warmed) samples.push_back(first);
+    return 1;
+  }
   const double one = time_calls(call);
   return std::clamp(int(20e-6 / std::max(one, 1e-9)), 1, 1000);
 }
 
-/// Appends seconds per call of batches of `batch` calls (one fence after every call) to samples,
-/// at least `runs` batches, until `total` (the seconds of all the samples so far, updated)
-/// reaches `seconds`.
+/// Appends seconds per call of batches of `batch` calls (one fence after every call) to samples
+/// until there are at least `runs` of them and their seconds (`total`, updated) reach `seconds`.
 template <class F>
 void sample_calls(F&& call, int batch, int runs, double seconds, double& total,
                   std::vector<double>& samples) {
-  for (int k = 0; k < runs || total < seconds; ++k) {
+  while ((int(samples.size()) < runs || total < seconds) && samples.size() < 100000) {
     const double dt = time_calls(call, batch);
     samples.push_back(dt / batch);
     total += dt;
-    if (samples.size() >= 100000) break;
   }
 }
 
-/// Median seconds per call: warm_batch, then batches until at least min_runs of them and
-/// min_time seconds.
+/// Median seconds per call: warm_batch, then batches until at least min_runs samples and
+/// min_time seconds. warmed: the caller has just made the call (see warm_batch).
 template <class F>
-double time_median(F&& call, const Options& opt) {
-  const int batch = warm_batch(call);
+double time_median(F&& call, const Options& opt, bool warmed = false) {
   std::vector<double> samples;
-  double total = 0;
+  const int batch = warm_batch(call, warmed, samples);
+  double total = samples.empty() ? 0.0 : samples[0];
   sample_calls(call, batch, opt.min_runs, opt.min_time, total, samples);
   return median(samples);
 }
@@ -164,20 +166,23 @@ inline constexpr int kRounds = 5;
 /// slow stretch of a second or two could fall on one implementation alone and turn a win into
 /// a loss (the max and min backward of the same kernel, unsorted N = 1e6, lost and won against
 /// the same OpenMP loop in turn).
-/// calls: (implementation name, call) pairs; the medians come back in their order.
+/// calls: (implementation name, call) pairs, each just made once and checked (warm_batch's
+/// `warmed`); the medians come back in their order.
 inline std::vector<double> time_medians_interleaved(
     const std::vector<std::pair<std::string, std::function<void()>>>& calls, const Options& opt) {
-  std::vector<int> batch;
-  for (const auto& call : calls) batch.push_back(warm_batch(call.second));
   std::vector<std::vector<double>> samples(calls.size());
-  std::vector<double> total(calls.size(), 0.0);
-  const int runs = std::max(1, (opt.min_runs + kRounds - 1) / kRounds);
-  // round r brings each implementation's timed seconds up to (r + 1) / kRounds of min_time: as
-  // many calls in all as time_median takes, not a round's worth more each round
+  std::vector<int> batch;
+  std::vector<double> total;
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    batch.push_back(warm_batch(calls[k].second, true, samples[k]));
+    total.push_back(samples[k].empty() ? 0.0 : samples[k][0]);
+  }
+  // round r brings each implementation up to (r + 1) / kRounds of min_runs samples and of
+  // min_time seconds: as many calls in all as time_median takes
   for (int r = 0; r < kRounds; ++r)
     for (std::size_t k = 0; k < calls.size(); ++k)
-      sample_calls(calls[k].second, batch[k], runs, opt.min_time * (r + 1) / kRounds, total[k],
-                   samples[k]);
+      sample_calls(calls[k].second, batch[k], (opt.min_runs * (r + 1) + kRounds - 1) / kRounds,
+                   opt.min_time * (r + 1) / kRounds, total[k], samples[k]);
   std::vector<double> medians;
   for (auto& s : samples) medians.push_back(median(s));
   return medians;
@@ -325,10 +330,11 @@ struct UninitAlloc : std::allocator<V> {
   }
 };
 
-/// Zeroes n doubles in an OpenMP loop.
-inline void parallel_zero(double* p, i64 n) {
+/// Sets n values to v in an OpenMP loop (references zeroed, outputs poisoned).
+template <class V>
+void parallel_fill(V* p, i64 n, V v) {
 #pragma omp parallel for schedule(static)
-  for (i64 k = 0; k < n; ++k) p[k] = 0.0;
+  for (i64 k = 0; k < n; ++k) p[k] = v;
 }
 
 /// Reference output in double and, per element, the magnitude its rounding error scales with (the
@@ -336,8 +342,8 @@ inline void parallel_zero(double* p, i64 n) {
 struct Ref {
   std::vector<double, UninitAlloc<double>> val, mag;
   explicit Ref(i64 size = 0) : val(size), mag(size) {
-    parallel_zero(val.data(), size);
-    parallel_zero(mag.data(), size);
+    parallel_fill(val.data(), size, 0.0);
+    parallel_fill(mag.data(), size, 0.0);
   }
   void add(i64 k, double term) {  // entry k += term
     val[k] += term;
@@ -599,12 +605,8 @@ struct Case {
   /// Poison, call once, verify every output against the double reference, then time.
   template <class F>
   void measure(const std::string& impl, F&& call) {
-    for (auto& o : outs) {
-      T* p = o.first->p();
-      const i64 size = o.first->size();
-#pragma omp parallel for schedule(static)
-      for (i64 k = 0; k < size; ++k) p[k] = std::numeric_limits<T>::quiet_NaN();
-    }
+    for (auto& o : outs)
+      parallel_fill(o.first->p(), o.first->size(), std::numeric_limits<T>::quiet_NaN());
     if (prepare) prepare();
     if constexpr (std::is_same_v<decltype(call()), bool>) {
       if (!call()) {
@@ -666,6 +668,18 @@ struct Case {
     if (with_det) run("segops_det", *seg_det);
   }
 
+  /// Whether the quick suite leaves peer P to --full on this case. At N = 2^25 these calls take
+  /// 0.2-2.6 s each, 6 calls a measurement: the plain loop; on unsorted ids every peer (the OpenMP
+  /// atomics over a second a call, ScatterView's duplicated sums 2.6 s; the peers meet unsorted
+  /// ids at N = 1e5 and 1e6); on sorted ids the reductions' atomics, and at D = 1 their
+  /// ScatterView. What stays there: ScatterView's duplicated reductions at D = 3, the gathers'
+  /// OpenMP loop.
+  bool full_only(Peer p, bool reduces) const {
+    if (opt.full || n <= 10000000) return false;
+    if (p == Peer::serial || !sorted) return true;
+    return reduces && (p == Peer::omp_atomic || d == 1);
+  }
+
   /// Each peer: `make(PeerTag<P>)` sets up (untimed) and returns the timed call. Then times
   /// every checked call of the case, SegOps' among them (time_pending): a bench function calls
   /// this last, after segops(), while everything the calls refer to is alive.
@@ -674,17 +688,7 @@ struct Case {
     if (!with_peers) return time_pending();
     if (n <= 1000000) time_copy_of(row, bytes, opt);
     auto one = [&](auto tag) {
-      // The plain loop at N = 2^25 costs more wall time than it tells in the quick suite, and so
-      // do the OpenMP atomics on unsorted ids there (over a second a call, ScatterView's
-      // duplicated sums half that): --full runs both. On those unsorted ids the quick suite
-      // times ScatterView on sum only (dot's took 7 s of wall time: 0.88 s a call). On sorted
-      // ids with D = 1 it leaves the reductions' atomics and ScatterView to --full too (0.2 s a
-      // call, 15 s for the ten ops; D = 3 has them, and the OpenMP loop of the gathers stays).
-      constexpr Peer P = decltype(tag)::value;
-      if (!opt.full && n > 10000000 &&
-          (P == Peer::serial || (!sorted && (P == Peer::omp_atomic || op != "sum")) ||
-           (d == 1 && reduces)))
-        return;
+      if (full_only(decltype(tag)::value, reduces)) return;
       auto call = make(tag);
       measure(peer_name(decltype(tag)::value, reduces), call);
     };

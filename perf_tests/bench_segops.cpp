@@ -396,7 +396,7 @@ std::vector<CaseSpec> make_sweep(const Options& opt) {
     // (L = 1000 there, a few thousand atoms per system, runs in --full: the 5-minute budget.)
     // Deterministic vs default on unsorted ids at the largest N (reductions only: sums, which
     // take the bucketed schedule there, and max_norm, whose deterministic tiles gather rows
-    // through the permutation), and the peers there.
+    // through the permutation); its peers run in --full (Case::full_only).
     const std::set<std::string> det = {"sum/fwd", "dot/fwd", "max_norm/fwd"};
     auto det_ops = filter(opt, kQuickOps, det);
     for (auto& o : filter(opt, kMoreOps, det)) det_ops.push_back(o);
