@@ -76,7 +76,6 @@ def main():
                 g = torch.full((m, d), 0.5, device=dev)
                 a = torch.full((m,), 1.5, device=dev)
                 counts = torch.bincount(idx, minlength=m).clamp(min=1).float()
-                ex = idx.view(-1, 1).expand(n, d)
                 N, M, D = float(n), float(m), float(d)
                 idb = 8.0 * N  # torch needs int64 ids
 

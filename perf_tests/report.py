@@ -117,10 +117,10 @@ def main():
             ops.append((r["op"], r["order"]))
     ops.sort(key=lambda o: ([x["op"] for x in data].index(o[0]), ORDERS.index(o[1])))
     print()
-    print(f"Copy bandwidth (same run): " + ", ".join(f"{k} {v[0]:.2f} GB/s" for k, v in copy.items())
+    print("Copy bandwidth (same run): " + ", ".join(f"{k} {v[0]:.2f} GB/s" for k, v in copy.items())
           + f"; reference {copy_ref:.2f} GB/s")
     if len(refs) > 1:
-        print(f"  measured again before each sorted N = 2^25 case (whose SegOps copy% uses the copy timed alternately with the op): "
+        print("  measured again before each sorted N = 2^25 case (whose SegOps copy% uses the copy timed alternately with the op): "
               + ", ".join(f"{v:.2f}" for v in refs[1:]) + " GB/s")
     print()
     print("Per op at the largest N with Python peers (float, int32, D=3, L=3); GB/s from the op's minimal bytes;")
