@@ -146,13 +146,13 @@ void sample_calls(F&& call, int batch, int runs, double seconds, double& total,
   }
 }
 
-/// Median seconds per call: warm_batch, then batches until at least min_runs samples and
-/// min_time seconds. warmed: the caller has just made the call (see warm_batch).
+/// Median seconds per call of a call not made before (the copies, the overhead rows): warm_batch,
+/// then batches until at least min_runs samples and min_time seconds.
 template <class F>
-double time_median(F&& call, const Options& opt, bool warmed = false) {
+double time_median(F&& call, const Options& opt) {
   std::vector<double> samples;
-  const int batch = warm_batch(call, warmed, samples);
-  double total = samples.empty() ? 0.0 : samples[0];
+  const int batch = warm_batch(call, false, samples);
+  double total = 0;
   sample_calls(call, batch, opt.min_runs, opt.min_time, total, samples);
   return median(samples);
 }
