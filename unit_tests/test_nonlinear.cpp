@@ -491,5 +491,91 @@ TEST(NonlinearDeterminism, SortedAndDeterministicAreBitwiseReproducible) {
     }
 }
 
+/// max, min and max_norm without arg: with the deterministic option, host backends take the
+/// per-thread copies (which merge exactly) instead of the tiles over the permutation. max and min
+/// must give the bits the tiles give with arg (the first best element in element order: +0 and -0
+/// tie, and NaNs of several payloads must give the first NaN's), max_norm the same values; all of
+/// them the same bits run to run and, in the OpenMP executable, as the Serial backend's.
+TEST(NonlinearDeterminism, WithoutArgTheBitsOfTheFirstBestElement) {
+  std::mt19937_64 rng(375);
+  std::vector<Case> cases = regimes(375, Mode::Deterministic);
+  {  // output copies beyond a core's L2 cache (prefetched scatter), rows of 3 floats
+    std::vector<i64> counts(200000);
+    for (auto& x : counts) x = static_cast<i64>(rng() % 6);
+    Case c{"large", ids_from_counts(counts), static_cast<i64>(counts.size())};
+    std::shuffle(c.ids.begin(), c.ids.end(), rng);
+    cases.push_back(std::move(c));
+  }
+  auto nan_with = [](std::uint32_t payload, bool negative) {
+    return Kokkos::bit_cast<float>((negative ? 0xffc00000u : 0x7fc00000u) | payload);
+  };
+  for (const auto& c : cases) {
+    const i64 d = 3, m = c.m;
+    const auto seg = make_segments<std::int32_t>(c, Mode::Deterministic);
+    ASSERT_TRUE(seg.deterministic()) << c.name;
+    if (seg.sorted()) continue;  // no element, or one id throughout: the sorted tiles
+    // a few values, many ties (+0 and -0 among them), and about one NaN in 300, of 8 payloads
+    std::vector<float> h(c.n() * d);
+    const float few[] = {-1.0f, -0.5f, 0.0f, -0.0f, 0.5f, 1.0f};
+    for (auto& v : h) v = rng() % 300 == 0 ? nan_with(1 + rng() % 8, rng() % 2) : few[rng() % 6];
+    const Kokkos::View<const float**, Kokkos::LayoutRight, Mem> x =
+        device_matrix<float>(h, c.n(), d);
+    auto without_arg = [&](const auto& s) {
+      using S = std::decay_t<decltype(s)>;
+      const typename S::execution_space exec;
+      const auto mx = poisoned_view<float, 2>(m, d), mn = poisoned_view<float, 2>(m, d);
+      const auto nrm = poisoned_view<float, 1>(m, 1);
+      segops::segmented_max(exec, s, x, mx);
+      segops::segmented_min(exec, s, x, mn);
+      segops::segmented_max_norm(exec, s, x, nrm);
+      auto bytes = host_bytes(mx);
+      for (const auto& more : {host_bytes(mn), host_bytes(nrm)})
+        bytes.insert(bytes.end(), more.begin(), more.end());
+      return bytes;
+    };
+    // with arg: the tiles over the permutation
+    const auto mx = poisoned_view<float, 2>(m, d), mn = poisoned_view<float, 2>(m, d);
+    const auto nrm = poisoned_view<float, 1>(m, 1);
+    const auto amx = poisoned_view<std::int64_t, 2>(m, d),
+               amn = poisoned_view<std::int64_t, 2>(m, d);
+    const auto anrm = poisoned_view<std::int64_t, 1>(m, 1);
+    segops::segmented_max(Exec(), seg, x, mx, amx);
+    segops::segmented_min(Exec(), seg, x, mn, amn);
+    segops::segmented_max_norm(Exec(), seg, x, nrm, anrm);
+    auto tiles = host_bytes(mx);
+    for (const auto& more : {host_bytes(mn)}) tiles.insert(tiles.end(), more.begin(), more.end());
+    // the case holds what it should: ties between +0 and -0 decided by order, and NaN results
+    const auto hmx = to_host(mx), hmn = to_host(mn);
+    i64 signed_zero = 0, nans = 0;
+    for (i64 o = 0; o < m * d; ++o) {
+      signed_zero += (hmx[o] == 0 && std::signbit(hmx[o])) + (hmn[o] == 0 && !std::signbit(hmn[o]));
+      nans += std::isnan(hmx[o]);
+    }
+    if (c.name == "large") EXPECT_TRUE(signed_zero > 0 && nans > 0) << signed_zero << " " << nans;
+    const auto first = without_arg(seg);
+    EXPECT_TRUE(std::equal(tiles.begin(), tiles.end(), first.begin()))
+        << c.name << ": max or min without arg != with arg (the tiles)";
+    // max_norm: the same values; a NaN norm of a row holding several NaNs may carry another one
+    const auto hn = to_host(nrm);
+    i64 wrong = 0;
+    for (i64 g = 0; g < m; ++g) {
+      float v;
+      std::memcpy(&v, first.data() + tiles.size() + g * sizeof(float), sizeof(float));
+      if (!(std::isnan(v) ? std::isnan(hn[g])
+                          : Kokkos::bit_cast<std::uint32_t>(v) ==
+                                Kokkos::bit_cast<std::uint32_t>(static_cast<float>(hn[g]))))
+        ++wrong;
+    }
+    EXPECT_EQ(wrong, 0) << c.name << ": max_norm without arg != with arg (the tiles)";
+    for (int rep = 0; rep < 2; ++rep)
+      EXPECT_TRUE(without_arg(seg) == first) << c.name << " run " << rep;
+#if defined(SEGOPS_TEST_OPENMP) && defined(KOKKOS_ENABLE_SERIAL)
+    const segops::Segments<std::int32_t, Kokkos::Serial> serial(
+        Kokkos::Serial(), device_ids<std::int32_t>(c.ids), c.m, {.deterministic = true});
+    EXPECT_TRUE(without_arg(serial) == first) << c.name << ": Serial != OpenMP";
+#endif
+  }
+}
+
 }  // namespace
 }  // namespace segtest::ops

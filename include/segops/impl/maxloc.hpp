@@ -121,6 +121,9 @@ struct MaxLocReducer {
   // PrivateReduce (unsorted ids, default mode) without arg: a copy of the values per thread
   // (tracking indices would take as many again)
   static constexpr bool can_privatize = !Arg;
+  // ... whose merge keeps the earlier copy's value on ties and its first NaN: the first best
+  // element in element order for any number of copies (exact_merge_v)
+  static constexpr bool exact_merge = true;
   using acc_type = V;
   using index_type = I;
   static constexpr int kBlock = 8;

@@ -295,11 +295,11 @@ struct ElementReduce {
 };
 
 /// Host backends, unsorted ids, sums (default mode; also max and min without arg): part q of P
-/// adds the elements [n q / P, n (q + 1) / P) into its own copy of the output (part 0 into the
-/// output itself, the others into scratch set to the identity) with plain adds; a pass over the
-/// segments then adds the copies into the output in part order and finalizes. Branch-free per
-/// element, every element read once; the result depends on P (the thread count), as the default
-/// mode allows.
+/// adds the elements [n q / P, n (q + 1) / P) (cut at multiples of 4: part_start) into its own copy
+/// of the output (part 0 into the output itself, the others into scratch set to the identity) with
+/// plain adds; a pass over the segments then adds the copies into the output in part order and
+/// finalizes. Branch-free per element, every element read once; the result of sums depends on P
+/// (the thread count), as the default mode allows; that of max and min does not (exact_merge_v).
 template <class R, class Ids>
 struct PrivateReduce {
   struct SumTag {};
@@ -314,10 +314,17 @@ struct PrivateReduce {
   // copies out. Unsorted, rows of 3 floats, L = 3, N = 1e6, 2 threads: inner_products (3
   // outputs) 4.9 -> 3.5 ms, axpby_backward (2) 7.1-7.3 -> 5.3 ms.
   bool all_copies;
+  /// Part q's first element: n q / P rounded down to a multiple of 4, so that an element whose
+  /// value the reducer forms four at a time (max_norm's norms, MaxLocReducer::improve_positions)
+  /// is formed by the same instructions whatever P is (the scalar path can give another NaN of a
+  /// row holding several, and a compiler that contracts its multiply-adds other roundings).
+  KOKKOS_FUNCTION index_t part_start(index_t q) const {
+    return q == parts ? n : n * q / parts / 4 * 4;
+  }
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(SumTag, index_t q) const {
     const R rl = r;  // locals: the fields stay in registers across the stores
     const Ids id = ids;
-    const index_t lo = n * q / parts, hi = n * (q + 1) / parts, mm = m, ww = w;
+    const index_t lo = part_start(q), hi = part_start(q + 1), mm = m, ww = w;
     Acc* rows = all_copies ? scratch + q * mm * ww
                 : q == 0   ? rl.dense_rows()
                            : scratch + (q - 1) * mm * ww;
@@ -449,6 +456,15 @@ struct StageRows {
   }
 };
 
+/// Whether R's partial results merge exactly (R::exact_merge: a selection, as max and min, not a
+/// rounded add): PrivateReduce then gives, for any thread count, the value of the first best
+/// element in element order, as the tiles do (the same bits, but for max_norm's NaN from a row with
+/// several NaNs, which depends on the instructions that add its squares).
+template <class R>
+inline constexpr bool exact_merge_v = requires {
+  requires R::exact_merge;
+};
+
 /// Whether rows of w accumulators can be reduced in tiles: their partials fit seg's carry.
 template <class Seg>
 bool tiles_fit(const Seg& seg, index_t w) {
@@ -505,8 +521,20 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
       return;
     }
   }
+  // Host backends, reducers whose copies merge exactly (max, min, max_norm without arg): the
+  // per-thread copies below give the same result for any thread count (exact_merge_v), so unsorted
+  // ids take them with the deterministic option too, where they fit (the tiles over the
+  // permutation read every row at random: max_norm, rows of 3 floats, N = 2^25, 927 -> 360 ms).
+  bool copies = false;
+  if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible &&
+                R::can_privatize) {
+    const index_t parts = Kokkos::max<index_t>(1, exec.concurrency());
+    const bool fit =
+        parts == 1 || (parts - 1) * m * w <= workspace_of<typename R::acc_type>(seg).room;
+    copies = fit && (!seg.deterministic() || (exact_merge_v<R> && !seg.sorted()));
+  }
   // Rows wider than the carry cannot be tiled; they take the schedule for unsorted ids below.
-  if (seg.deterministic() && tiles_fit(seg, w)) {
+  if (seg.deterministic() && tiles_fit(seg, w) && !copies) {
     auto run = [&](const auto& rr, auto elem) {
       const auto f = tile_reduce(seg, rr, elem);
       run_tiles(exec, f, f.ntiles, f.ntiles, label);
@@ -534,12 +562,12 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
     if constexpr (R::can_privatize) {
       // One output copy per thread where the descriptor holds room for them (see its workspace);
-      // never for a deterministic descriptor (rows too wide to tile land here), whose results must
-      // not depend on the threads.
+      // for a deterministic descriptor (rows too wide to tile land here too), whose results must
+      // not depend on the threads, only where the copies merge exactly.
       using Acc = typename R::acc_type;
       const index_t n = seg.num_elements(), parts = Kokkos::max<index_t>(1, exec.concurrency());
       const auto ws = workspace_of<Acc>(seg);
-      if (!seg.deterministic() && (parts == 1 || (parts - 1) * m * w <= ws.room)) {
+      if (copies) {
         Acc* scratch = parts > 1 ? ws.data : nullptr;
         const bool all_copies = parts > 1 && !r.dense_rows() && parts * m * w <= ws.room;
         using F = PrivateReduce<R, typename Seg::ids_view>;
