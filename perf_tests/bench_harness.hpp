@@ -243,7 +243,9 @@ inline bool g_paired = false;
 /// faster of the copy loop's and deep_copy's medians. This machine's memory bandwidth drifts within
 /// seconds (a shared VM), so a copy measured before the case can differ from the one the op ran
 /// under; alternating samples see the same drift. Each timed op call follows an untimed one, so
-/// that it does not pay for writing back the cache lines the copies left dirty.
+/// that it does not pay for writing back the cache lines the copies left dirty. These rows decide
+/// the copy-bandwidth targets: at least kPairedRuns samples, whatever --min-runs asks.
+inline constexpr int kPairedRuns = 5;
 template <class F>
 std::pair<double, double> time_median_paired(F&& call, const StreamCopy& copy, const Options& opt) {
   auto deep = [&] { copy.deep(); };
@@ -252,7 +254,7 @@ std::pair<double, double> time_median_paired(F&& call, const StreamCopy& copy, c
   time_calls(deep);
   std::vector<double> op, c1, c2;
   double total = 0;
-  while ((int)op.size() < opt.min_runs || total < opt.min_time) {
+  while ((int)op.size() < std::max(opt.min_runs, kPairedRuns) || total < opt.min_time) {
     c1.push_back(time_calls(copy));
     c2.push_back(time_calls(deep));
     time_calls(call);
