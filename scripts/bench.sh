@@ -65,10 +65,11 @@ fi
 # ---- run
 mkdir -p results
 mode=(); [ $full = 1 ] && mode=(--full)
-# Timed samples per measurement, at least (and at least 0.05 s of calls; --full: 5 and 0.2 s): the
-# quick suite's calls of 17 ms or more (N = 2^25, the slow peers) take 3, for its 5-minute budget
-# (the rows of the copy-bandwidth targets keep 5: bench_harness.hpp, time_median_paired).
-runs=$([ $full = 1 ] && echo 5 || echo 3)
+# Per measurement, at least `runs` timed samples and `min_time` seconds of calls (bench_segops'
+# own defaults for its min_time): the quick suite's calls of 17 ms or more (N = 2^25, the slow
+# peers) take 3, for its 5-minute budget (the rows of the copy-bandwidth targets keep 5:
+# bench_harness.hpp, time_median_paired).
+if [ $full = 1 ]; then runs=5 min_time=0.2; else runs=3 min_time=0.05; fi
 say "running the C++ suite ($([ $full = 1 ] && echo full || echo quick), $threads threads)"
 export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads} OMP_NUM_THREADS=$threads
 cpp_rc=0
@@ -81,7 +82,7 @@ if [ -n "$py" ] && [ -x "$py" ]; then
   unset OMP_PROC_BIND OMP_PLACES
   "$py" perf_tests/peers.py "${mode[@]}" --cpp-csv results/bench_cpp.csv --csv results/bench_py.csv \
     --segops-bin ./build-bench/perf_tests/bench_segops \
-    --notes results/notes_py.txt --threads "$threads" --min-time "$([ $full = 1 ] && echo 0.2 || echo 0.05)" \
+    --notes results/notes_py.txt --threads "$threads" --min-time "$min_time" \
     --min-runs "$runs" ||
     echo "missing: Python peers (peers.py exited with an error; see above)" >>results/notes_py.txt
 else
