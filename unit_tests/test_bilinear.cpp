@@ -187,10 +187,7 @@ std::vector<unsigned char> reductions_bytes(
   const auto gx = poisoned_view<float, 2>(n, x.extent(1));
   segops::segmented_dot(exec, seg, x, y, out);
   segops::segmented_mul_backward(exec, seg, a, x, y, gx, ga);
-  auto bytes = host_bytes(out);
-  const auto more = host_bytes(ga);
-  bytes.insert(bytes.end(), more.begin(), more.end());
-  return bytes;
+  return concat_bytes(out, ga);
 }
 
 /// Sorted ids and the deterministic option: bitwise identical across runs (and, in the OpenMP

@@ -337,6 +337,14 @@ std::vector<unsigned char> host_bytes(const V& v) {
   return bytes;
 }
 
+/// host_bytes of each view, one after another (several outputs as one byte string).
+template <class... V>
+std::vector<unsigned char> concat_bytes(const V&... v) {
+  std::vector<unsigned char> bytes;
+  for (const auto& b : {host_bytes(v)...}) bytes.insert(bytes.end(), b.begin(), b.end());
+  return bytes;
+}
+
 /// FNV-1a hash of a byte string.
 inline std::uint64_t fnv1a(const std::vector<unsigned char>& bytes) {
   std::uint64_t h = 1469598103934665603ull;

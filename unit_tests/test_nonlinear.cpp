@@ -457,10 +457,7 @@ std::vector<unsigned char> reductions_bytes(
   const auto arg = poisoned_view<std::int64_t, 2>(m, d);
   segops::segmented_rms_norm(exec, seg, x, rms);
   segops::segmented_max(exec, seg, x, mx, arg);
-  auto bytes = host_bytes(rms);
-  for (const auto& more : {host_bytes(mx), host_bytes(arg)})
-    bytes.insert(bytes.end(), more.begin(), more.end());
-  return bytes;
+  return concat_bytes(rms, mx, arg);
 }
 
 /// Sorted ids and the deterministic option: bitwise identical across runs (and, in the OpenMP
@@ -528,10 +525,7 @@ TEST(NonlinearDeterminism, WithoutArgTheBitsOfTheFirstBestElement) {
       segops::segmented_max(exec, s, x, mx);
       segops::segmented_min(exec, s, x, mn);
       segops::segmented_max_norm(exec, s, x, nrm);
-      auto bytes = host_bytes(mx);
-      for (const auto& more : {host_bytes(mn), host_bytes(nrm)})
-        bytes.insert(bytes.end(), more.begin(), more.end());
-      return bytes;
+      return concat_bytes(mx, mn, nrm);
     };
     // with arg: the tiles over the permutation
     const auto mx = poisoned_view<float, 2>(m, d), mn = poisoned_view<float, 2>(m, d);
@@ -542,8 +536,7 @@ TEST(NonlinearDeterminism, WithoutArgTheBitsOfTheFirstBestElement) {
     segops::segmented_max(Exec(), seg, x, mx, amx);
     segops::segmented_min(Exec(), seg, x, mn, amn);
     segops::segmented_max_norm(Exec(), seg, x, nrm, anrm);
-    auto tiles = host_bytes(mx);
-    for (const auto& more : {host_bytes(mn)}) tiles.insert(tiles.end(), more.begin(), more.end());
+    const auto tiles = concat_bytes(mx, mn);
     // the case holds what it should: ties between +0 and -0 decided by order, and NaN results
     const auto hmx = to_host(mx), hmn = to_host(mn);
     i64 signed_zero = 0, nans = 0;
