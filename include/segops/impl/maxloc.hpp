@@ -118,8 +118,9 @@ struct MaxLocReducer {
   static constexpr bool has_arg_pass = true;
   static constexpr bool can_walk = true;
   static constexpr int max_walk_width = 4;
-  // PrivateReduce (unsorted ids, default mode) without arg: a copy of the values per thread
-  // (tracking indices would take as many again)
+  // PrivateReduce (unsorted ids; default mode, and the deterministic option since the merge below
+  // is exact) without arg: a copy of the values per thread (tracking indices would take as many
+  // again)
   static constexpr bool can_privatize = !Arg;
   // ... whose merge keeps the earlier copy's value on ties and its first NaN: the first best
   // element in element order for any number of copies (exact_merge_v)

@@ -521,20 +521,38 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
       return;
     }
   }
-  // Host backends, reducers whose copies merge exactly (max, min, max_norm without arg): the
-  // per-thread copies below give the same result for any thread count (exact_merge_v), so unsorted
-  // ids take them with the deterministic option too, where they fit (the tiles over the
-  // permutation read every row at random: max_norm, rows of 3 floats, N = 2^25, 927 -> 360 ms).
-  bool copies = false;
+  // Host backends: one output copy per thread where the descriptor holds room for them (see its
+  // workspace). A deterministic descriptor, whose results must not depend on the threads, takes
+  // them only where the copies merge exactly (max, min, max_norm without arg: exact_merge_v) and
+  // the ids are unsorted (the tiles over the permutation read every row at random: max_norm, rows
+  // of 3 floats, N = 2^25, 927 -> 360 ms).
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible &&
                 R::can_privatize) {
-    const index_t parts = Kokkos::max<index_t>(1, exec.concurrency());
-    const bool fit =
-        parts == 1 || (parts - 1) * m * w <= workspace_of<typename R::acc_type>(seg).room;
-    copies = fit && (!seg.deterministic() || (exact_merge_v<R> && !seg.sorted()));
+    using Acc = typename R::acc_type;
+    const index_t n = seg.num_elements(), parts = Kokkos::max<index_t>(1, exec.concurrency());
+    const auto ws = workspace_of<Acc>(seg);
+    const bool fit = parts == 1 || (parts - 1) * m * w <= ws.room;
+    if (fit && (!seg.deterministic() || (exact_merge_v<R> && !seg.sorted()))) {
+      Acc* scratch = parts > 1 ? ws.data : nullptr;
+      const bool all_copies = parts > 1 && !r.dense_rows() && parts * m * w <= ws.room;
+      using F = PrivateReduce<R, typename Seg::ids_view>;
+      F f{r, seg.ids(), scratch, n, m, w, parts, all_copies};
+      Kokkos::parallel_for(
+          label,
+          Kokkos::RangePolicy<Exec, typename F::SumTag, Kokkos::Schedule<Kokkos::Static>,
+                              Kokkos::IndexType<index_t>>(exec, 0, parts),
+          f);
+      if (parts > 1 || R::has_finalize)
+        Kokkos::parallel_for(
+            label,
+            Kokkos::RangePolicy<Exec, typename F::CombineTag, Kokkos::IndexType<index_t>>(
+                exec, 0, (m + F::kCombine - 1) / F::kCombine),
+            f);
+      return;
+    }
   }
   // Rows wider than the carry cannot be tiled; they take the schedule for unsorted ids below.
-  if (seg.deterministic() && tiles_fit(seg, w) && !copies) {
+  if (seg.deterministic() && tiles_fit(seg, w)) {
     auto run = [&](const auto& rr, auto elem) {
       const auto f = tile_reduce(seg, rr, elem);
       run_tiles(exec, f, f.ntiles, f.ntiles, label);
@@ -560,32 +578,6 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
     return run(r, perm);
   }
   if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible) {
-    if constexpr (R::can_privatize) {
-      // One output copy per thread where the descriptor holds room for them (see its workspace);
-      // for a deterministic descriptor (rows too wide to tile land here too), whose results must
-      // not depend on the threads, only where the copies merge exactly.
-      using Acc = typename R::acc_type;
-      const index_t n = seg.num_elements(), parts = Kokkos::max<index_t>(1, exec.concurrency());
-      const auto ws = workspace_of<Acc>(seg);
-      if (copies) {
-        Acc* scratch = parts > 1 ? ws.data : nullptr;
-        const bool all_copies = parts > 1 && !r.dense_rows() && parts * m * w <= ws.room;
-        using F = PrivateReduce<R, typename Seg::ids_view>;
-        F f{r, seg.ids(), scratch, n, m, w, parts, all_copies};
-        Kokkos::parallel_for(
-            label,
-            Kokkos::RangePolicy<Exec, typename F::SumTag, Kokkos::Schedule<Kokkos::Static>,
-                                Kokkos::IndexType<index_t>>(exec, 0, parts),
-            f);
-        if (parts > 1 || R::has_finalize)
-          Kokkos::parallel_for(
-              label,
-              Kokkos::RangePolicy<Exec, typename F::CombineTag, Kokkos::IndexType<index_t>>(
-                  exec, 0, (m + F::kCombine - 1) / F::kCombine),
-              f);
-        return;
-      }
-    }
     const index_t parts = Kokkos::min<index_t>(8, Kokkos::max<index_t>(1, exec.concurrency()));
     Kokkos::parallel_for(
         label,
