@@ -543,5 +543,61 @@ TEST(Linear, FiniteDifferences) {
     }
 }
 
+#ifndef SEGOPS_TEST_CUDA
+/// Host backends, deterministic option: component_sum adds each element's row sum (formed in the
+/// output's type, column by column) in the order segmented_sum adds values, so it equals, bit for
+/// bit, segmented_sum of those row sums; so does its double backward, which takes the same path.
+/// Past 8 MiB of rows, the tiles over the permutation sum row sums that a pass in element order
+/// computed first (SumReducer::stage): the 720000-element case (rows of 3 or 5 floats: 8.6 or
+/// 14.4 MB) pins those, the regimes and its rows of 2 the rows gathered one by one.
+TEST(LinearDeterminism, DeterministicComponentSumIsTheSumOfRowSums) {
+  std::mt19937_64 rng(161);
+  std::vector<Case> cases = regimes(161, Mode::Deterministic);
+  Case big{"big_unsorted", std::vector<i64>(720000), 60000};
+  for (auto& id : big.ids) id = static_cast<i64>(rng() % 60000);
+  cases.push_back(big);
+  int unsorted = 0;
+  for (const auto& c : cases) {
+    const auto seg = make_segments<std::int32_t>(c, Mode::Deterministic);
+    if (seg.sorted()) continue;  // ids that came out sorted: runs of values, not of row sums
+    ++unsorted;
+    for (i64 d : {2, 3, 5}) {
+      const i64 n = c.n();
+      const auto xh = random_vector<float>(rng, n * d);
+      std::vector<float> fsums(n);
+      std::vector<double> dsums(n);
+      for (i64 e = 0; e < n; ++e) {
+        float f = 0;
+        double g = 0;
+        for (i64 k = 0; k < d; ++k) {
+          f += xh[e * d + k];
+          g += static_cast<double>(xh[e * d + k]);
+        }
+        fsums[e] = f;
+        dsums[e] = g;
+      }
+      const Kokkos::View<const float**, Kokkos::LayoutRight, Mem> x =
+          device_matrix<float>(xh, n, d);
+      const Kokkos::View<const float*, Mem> fv = device_vector<float>(fsums);
+      const Kokkos::View<const double*, Mem> dv = device_vector<double>(dsums);
+      const auto comp = poisoned_view<float, 1>(c.m, 1), dbl = poisoned_view<float, 1>(c.m, 1),
+                 sum = poisoned_view<float, 1>(c.m, 1);
+      const auto comp_d = poisoned_view<double, 1>(c.m, 1),
+                 sum_d = poisoned_view<double, 1>(c.m, 1);
+      segops::segmented_component_sum(Exec(), seg, x, comp);
+      segops::segmented_component_sum_double_backward(Exec(), seg, x, dbl);
+      segops::segmented_sum(Exec(), seg, fv, sum);
+      segops::segmented_component_sum(Exec(), seg, x, comp_d);
+      segops::segmented_sum(Exec(), seg, dv, sum_d);
+      const std::string where = c.name + ", D = " + std::to_string(d);
+      EXPECT_TRUE(host_bytes(comp) == host_bytes(sum)) << "component_sum, " << where;
+      EXPECT_TRUE(host_bytes(dbl) == host_bytes(sum)) << "double backward, " << where;
+      EXPECT_TRUE(host_bytes(comp_d) == host_bytes(sum_d)) << "into double, " << where;
+    }
+  }
+  EXPECT_GE(unsorted, 6);
+}
+#endif
+
 }  // namespace
 }  // namespace segtest

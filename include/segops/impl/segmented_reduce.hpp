@@ -561,8 +561,9 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
     const PermElem<typename Seg::memory_space> perm{seg.permutation()};
     if constexpr (Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible &&
                   requires { requires R::can_stage; }) {
-      // Maps that read rows of several views: one pass in element order stages each element's
-      // row in the descriptor's workspace, and the tiles gather that row (SumReducer::stage).
+      // Maps that read rows of several views or several columns into one or two accumulators:
+      // one pass in element order stages each element's row of accumulators in the descriptor's
+      // workspace, and the tiles gather that row (SumReducer::stage).
       const index_t ne = seg.num_elements();
       const auto ws = workspace_of<typename R::acc_type>(seg);
       if (ne > 0 && r.stages(ne, ws.room)) {
@@ -1068,15 +1069,19 @@ struct SumReducer {
     for (index_t k = 0; k < w; ++k) ref(d, k) = Acc(0);
   }
   // Deterministic option, unsorted ids, host backends: through the permutation, a map that reads
-  // rows of several views (dot products) gathers a random row of each. Where those rows outgrow
+  // rows of several views (dot products) gathers a random row of each, one that sums a row's
+  // columns (component_sum) a random row of several values. Where those rows outgrow
   // the cache, the map's rows (one or two accumulators) are computed first in element order,
   // streaming the views, into the descriptor's workspace, and the tiles gather one staged row per
   // position. The sums add the same values in the same order (rows of 3 floats, L = 3, 2 threads:
   // N = 2^25 270 -> 125 ms, N = 1e5 210 -> 187 us; N = 1e4 12 -> 15 us, so not there).
   static constexpr bool can_stage = requires(const Map& mp) { mp.gather_bytes(); };
-  /// Whether to stage n rows, given room for that many accumulators.
+  /// Whether to stage n rows, given room for that many accumulators: rows past a core's L2, or past
+  /// the map's own kStageFromBytes.
   KOKKOS_FUNCTION bool stages(index_t n, index_t room) const {
-    return w <= 2 && n * w <= room && n * map.gather_bytes() > kCacheBytes;
+    index_t from = kCacheBytes;
+    if constexpr (requires { Map::kStageFromBytes; }) from = Map::kStageFromBytes;
+    return w <= 2 && n * w <= room && n * map.gather_bytes() > from;
   }
   /// rows + e * w = the map's row of element e, for e in [lo, hi) (where stages()).
   KOKKOS_FUNCTION void stage(Acc* rows, index_t lo, index_t hi) const {
