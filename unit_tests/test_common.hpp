@@ -211,6 +211,27 @@ segops::Segments<IdT, Exec> make_segments(const Case& c, Mode mode, bool trusted
                                       .buckets = buckets_option(mode)});
 }
 
+/// f(c, seg) for each case c of the regimes under the deterministic option, and a case of n random
+/// ids over m segments (sized by the caller past a cache), whose ids are unsorted; seg is c's
+/// deterministic int32 descriptor. Expects at least 6 such cases (some regimes' ids come out
+/// sorted, whose tiles sum runs instead).
+template <class F>
+void for_unsorted_deterministic(std::uint64_t seed, i64 n, i64 m, F&& f) {
+  std::mt19937_64 rng(seed);
+  std::vector<Case> cases = regimes(seed, Mode::Deterministic);
+  Case big{"big_unsorted", std::vector<i64>(n), m};
+  for (auto& id : big.ids) id = static_cast<i64>(rng() % m);
+  cases.push_back(big);
+  int unsorted = 0;
+  for (const auto& c : cases) {
+    const auto seg = make_segments<std::int32_t>(c, Mode::Deterministic);
+    if (seg.sorted()) continue;
+    ++unsorted;
+    f(c, seg);
+  }
+  EXPECT_GE(unsorted, 6);
+}
+
 /// An uninitialised rank-1 (n) or rank-2 (n, d) device view.
 template <class T, int Rank, class Layout = Kokkos::LayoutRight>
 auto uninit_view(const std::string& label, i64 n, i64 d) {
