@@ -65,15 +65,15 @@ fi
 # ---- run
 mkdir -p results
 mode=(); [ $full = 1 ] && mode=(--full)
-# Per measurement, at least `runs` timed samples and `min_time` seconds of calls (bench_segops'
-# own defaults for its min_time): the quick suite's calls of 17 ms or more (N = 2^25, the slow
-# peers) take 3, for its 5-minute budget (the rows of the copy-bandwidth targets keep 5:
+# Per measurement, at least `runs` timed samples and `min_time` seconds of calls, for the C++ suite
+# and the Python peers alike: the quick suite's calls of 17 ms or more (N = 2^25, the slow peers)
+# take 3, for its 5-minute budget (the rows of the copy-bandwidth targets keep 5:
 # bench_harness.hpp, time_median_paired).
 if [ $full = 1 ]; then runs=5 min_time=0.2; else runs=3 min_time=0.05; fi
 say "running the C++ suite ($([ $full = 1 ] && echo full || echo quick), $threads threads)"
 export OMP_PROC_BIND=${OMP_PROC_BIND:-spread} OMP_PLACES=${OMP_PLACES:-threads} OMP_NUM_THREADS=$threads
 cpp_rc=0
-./build-bench/perf_tests/bench_segops "${mode[@]}" --min-runs "$runs" --csv results/bench_cpp.csv --notes results/notes_cpp.txt \
+./build-bench/perf_tests/bench_segops "${mode[@]}" --min-time "$min_time" --min-runs "$runs" --csv results/bench_cpp.csv --notes results/notes_cpp.txt \
   --kokkos-num-threads="$threads" "${extra[@]}" || cpp_rc=$?
 [ -s results/bench_cpp.csv ] || { say "the C++ suite wrote no results (exit $cpp_rc)"; exit 5; }
 : >results/notes_py.txt
