@@ -279,7 +279,8 @@ struct MaxLocReducer {
   /// identity (walk_init), and each position improves its segment's row in memory, as a plain loop
   /// does: a max or min instruction per component, no state carried between positions (carrying
   /// the running best in registers took a select on "same segment" per component, through the
-  /// integer unit: 2x slower). Ties keep the first element, NaN the first NaN.
+  /// integer unit: 2x slower). Ties keep the first element, NaN the first NaN. (walk_step, with
+  /// the arg's select per position, where walk_positions is not compiled: GPU builds.)
   template <int W>
   struct WalkState {};
   KOKKOS_FUNCTION void walk_init(index_t b, index_t e) const { zero_rows(b, e); }
@@ -296,27 +297,72 @@ struct MaxLocReducer {
     }
   }
   KOKKOS_FUNCTION void zero_rows(index_t b, index_t e) const {
-    if (!wants_arg() && packed(out) && out.d == w) {  // one run of identities (a vector fill)
-      V* o = out.ptr;
+    const bool args = wants_arg();
+    if (packed(out) && out.d == w && (!args || (packed(arg) && arg.d == w))) {
+      V* o = out.ptr;  // runs of identities and of kUnset (vector fills)
       for (index_t k = b * w; k < e * w; ++k) o[k] = identity();
+      if (args)
+        for (index_t k = b * w; k < e * w; ++k) arg.ptr[k] = kUnset;
       return;
     }
     for (index_t s = b; s < e; ++s) init(OutSlot{s});
   }
 #ifdef SEGOPS_HOST_VECTORS
-  /// TileReduce::walk without an arg (host builds): the rows set by walk_init, positions [b, hi)
-  /// improve their segment's row one after the other, as a plain loop does (improve_positions
-  /// where it applies); the lockstep streams bought nothing here.
+  /// TileReduce::walk (host builds): the rows set by walk_init, positions [b, hi) improve their
+  /// segment's row one after the other, as a plain loop does (improve_positions where it
+  /// applies); the lockstep streams bought nothing here. With an arg, first_positions then finds
+  /// the indices.
   template <int W, class Ids>
-  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const requires(!Arg) {
-    if (packed(out) && out.d == W && improve_positions<W, false>(out.ptr, b, hi, [&](index_t q) {
-          return static_cast<index_t>(id(q));
-        }))
-      return;
-    for (index_t p = b; p < hi; ++p) {
-      const index_t s = static_cast<index_t>(id(p));
-      for (int j = 0; j < W; ++j) improve(out(s, j), value(p, j));
+  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const {
+    if (!(packed(out) && out.d == W && improve_positions<W, false>(out.ptr, b, hi, [&](index_t q) {
+            return static_cast<index_t>(id(q));
+          })))
+      for (index_t p = b; p < hi; ++p) {
+        const index_t s = static_cast<index_t>(id(p));
+        for (int j = 0; j < W; ++j) improve(out(s, j), value(p, j));
+      }
+    if (wants_arg()) first_positions<W>(b, hi, id);
+  }
+  /// Once the rows of the segments of positions [b, hi) hold their results: each one's index, the
+  /// first position whose value has the result's bits (the first element attaining it, ties and
+  /// NaN alike, as PrivateArg finds it). The positions are walked backwards and every match stores
+  /// its position, into the segment's arg (else into a sink), so the lowest stays; the arg is
+  /// never read, so the positions of a segment do not wait on each other (walk_step's select per
+  /// position and component read and wrote it in memory, a chain through the segment). Unmatched
+  /// rows (empty segments) keep walk_init's kUnset. With the vector fills of walk_init and
+  /// finalize_range, sorted ids, L = 3, N = 1e6, int64 arg, 2 threads, against walk_step: max and
+  /// min of rows of 3 floats 5.3-5.5 -> 3.6-3.8 ms, of single floats 2.2 -> 1.1 ms; max_norm of
+  /// rows of 3 floats 2.6 -> 2.2 ms (without an arg: 0.9 ms; this pass stores every position's
+  /// index somewhere, and a ternary in place of select, where GCC made it a branch, took 5 ms).
+  template <int W, class Ids>
+  KOKKOS_FUNCTION void first_positions(index_t b, index_t hi, const Ids& id) const {
+    // value_of(p, j), result(s, j), index(s, j): packed rows through pointers with the width a
+    // constant where they are packed (the strided accessors cost a third of the time)
+    auto walk = [&](const auto& value_of, const auto& result, const auto& index) {
+      I sink[W];
+      for (index_t p = hi - 1; p >= b; --p) {
+        const index_t s = static_cast<index_t>(id(p));
+        for (int j = 0; j < W; ++j)
+          *select(same_bits(value_of(p, j), result(s, j)), &index(s, j), &sink[j]) =
+              static_cast<I>(p);
+      }
+    };
+    if (packed(out) && out.d == W && packed(arg) && arg.d == W) {
+      const V* o = out.ptr;
+      I* a = arg.ptr;
+      auto result = [&](index_t s, int j) { return o[s * W + j]; };
+      auto index = [&](index_t s, int j) -> I& { return a[s * W + j]; };
+      if constexpr (requires { Value::components; }) {
+        using T = std::remove_const_t<std::remove_pointer_t<decltype(value.x.ptr)>>;
+        if (packed(value.x) && value.x.d == W) {
+          const T* xp = value.x.ptr;
+          return walk([&](index_t p, int j) { return static_cast<V>(xp[p * W + j]); }, result,
+                      index);
+        }
+      }
+      return walk(value, result, index);
     }
+    walk(value, out, arg);
   }
   /// Packed rows of width W at `rows` improved at positions [lo, hi) in order, position q's
   /// values into row row(q) (where Drops, row(q) < 0 skips the position), four positions at a
@@ -433,7 +479,17 @@ struct MaxLocReducer {
   KOKKOS_FUNCTION void add_row(OutSlot d, const V* row) const {
     for (index_t k = 0; k < w; ++k) improve(out(d.s, k), row[k]);
   }
+  /// finalize(s) for s in [lo, hi): packed indices as one run (a vector loop).
   KOKKOS_FUNCTION void finalize_range(index_t lo, index_t hi) const {
+    if (wants_arg() && packed(arg) && arg.d == w) {
+      if constexpr (ZeroIfEmpty)
+        for (index_t s = lo; s < hi; ++s)
+          if (counts(s) == 0)
+            for (index_t k = 0; k < w; ++k) out(s, k) = V(0);
+      I* a = arg.ptr;
+      for (index_t k = lo * w; k < hi * w; ++k) a[k] = a[k] == kUnset ? I(-1) : a[k];
+      return;
+    }
     for (; lo < hi; ++lo) finalize(lo);
   }
   KOKKOS_FUNCTION void join(OutSlot d, CarrySlot c) const {

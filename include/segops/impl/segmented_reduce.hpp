@@ -188,8 +188,9 @@ struct TileReduce {
   /// dependency chains, and independent chains overlap. Empty segments are zeroed as they are
   /// passed; finalize runs afterwards over the segments that end inside the tile (one that crosses
   /// the tile end is completed and finalized by the fixup). The cuts depend only on the ids and
-  /// the tiling, so results stay reproducible. A reducer with walk_positions (MaxLocReducer without
-  /// an arg, host builds) walks the positions itself, in order.
+  /// the tiling, so results stay reproducible. A reducer with walk_positions (MaxLocReducer, host
+  /// builds) walks the positions itself. finalize_range: the reducer's own loop (one over packed
+  /// indices, a vector of finished sums at a time).
   static constexpr int kStreams = 4;
   template <int W>
   KOKKOS_FUNCTION void walk(index_t b, index_t hi, index_t s, index_t s_end) const {
@@ -207,7 +208,7 @@ struct TileReduce {
     if (last + 1 < s_end) rl.zero_rows(last + 1, s_end);
     if constexpr (R::has_finalize) {
       const index_t done = last >= s && offsets(last + 1) > hi ? last : s_end;
-      for (index_t u = s; u < done; ++u) rl.finalize(u);
+      rl.finalize_range(s, done);
     }
   }
   /// walk's streams; returns the segment of the last position (s - 1 for none).
