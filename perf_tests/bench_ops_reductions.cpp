@@ -177,6 +177,36 @@ void bench_segments_build(Case<T, I>& c) {
   });
 }
 
+/// Row segops_arg of a max, min or max_norm forward: the call with an arg, the one a training
+/// step makes (the backward orders take the arg), SegOps alone (no peer returns one) on the
+/// default descriptor. Besides the values (the case's outputs), its int64 indices (M, w) are
+/// checked: is_arg(s, k, a) for every non-empty segment s (a an element of s whose value is the
+/// result; for max and min per component also the first such), -1 for an empty one. call(arg)
+/// makes the call; the row's bytes are the case's (the indices written are not counted).
+template <class T, class I, class Call, class IsArg>
+void measure_with_arg(Case<T, I>& c, i64 w, const Call& call, const IsArg& is_arg) {
+  using Args = Kokkos::View<i64**, Kokkos::LayoutRight, Host>;
+  Args arg("bench::arg_out", c.m, w);
+  i64* ap = arg.data();
+  c.prepare = [=, m = c.m] { std::fill(ap, ap + m * w, i64(-2)); };
+  c.extra_checks.push_back([&] {
+    for (i64 s = 0; s < c.m; ++s)
+      for (i64 k = 0; k < w; ++k) {
+        const i64 a = ap[s * w + k];
+        if (c.cnt[s] == 0 ? a != -1 : !(a >= 0 && a < c.n && c.id()[a] == I(s) && is_arg(s, k, a)))
+          return std::numeric_limits<double>::infinity();
+      }
+    return 0.0;
+  });
+  c.measure("segops_arg", [&c, call, arg]() -> bool {
+    call(arg);
+    c.exec.fence();
+    return true;
+  });
+  c.extra_checks.pop_back();
+  c.prepare = nullptr;
+}
+
 /// max and min per component; the backward orders take the arg of the forward (computed here, as
 /// the reference: lowest index on ties, -1 for an empty segment).
 template <class T, class I>
@@ -206,6 +236,25 @@ void bench_extremum(Case<T, I>& c, const std::string& op, const std::string& ord
         SEGOPS_BENCH_CALL(segmented_min(c.exec, seg, x.v(rk), o.v(rk)))
       }
     });
+    // with an arg: x's value at it is the result, and no earlier element of the segment has it
+    std::vector<i64> first(m * D, -1);  // the first element attaining each result
+    const T* op_ = o.p();
+    measure_with_arg(
+        c, D,
+        [&c, is_max, xv = x.v(R2{}), ov = o.v(R2{})](const auto& arg) {
+          if (is_max)
+            segops::segmented_max(c.exec, *c.seg, xv, ov, arg);
+          else
+            segops::segmented_min(c.exec, *c.seg, xv, ov, arg);
+        },
+        [&](i64 s, i64 k, i64 a) {
+          if (first[s * D + k] == -1)  // found once, after the checked call wrote o
+            for (i64 i = 0; i < n; ++i)
+              for (i64 j = 0; j < D; ++j)
+                if (first[id[i] * D + j] == -1 && xp[i * D + j] == op_[id[i] * D + j])
+                  first[id[i] * D + j] = i;
+          return first[s * D + k] == a;
+        });
     auto peers = [&](auto op_tag) {
       using Op = decltype(op_tag);
       c.peers(true, [&](auto tag) {
@@ -318,6 +367,15 @@ void bench_max_norm(Case<T, I>& c, const std::string& order) {
     c.segops([&](auto& seg, auto rk) -> bool {
       SEGOPS_BENCH_CALL(segmented_max_norm(c.exec, seg, x.v(rk), o.v(R1{})))
     });
+    // with an arg: the norm at it (in double) is the result, to the checks' tolerance
+    const T* op_ = o.p();
+    const double tol = std::is_same_v<T, float> ? 2e-3 : 1e-9;
+    measure_with_arg(
+        c, 1,
+        [&c, xv = x.v(R2{}), ov = o.v(R1{})](const auto& arg) {
+          segops::segmented_max_norm(c.exec, *c.seg, xv, ov, Kokkos::subview(arg, Kokkos::ALL, 0));
+        },
+        [&](i64 s, i64, i64 a) { return std::abs(norm(a) - op_[s]) <= tol * std::abs(op_[s]); });
     c.peers(true, [&](auto tag) {
       using Max = Kokkos::Experimental::ScatterMax;
       return [=, red = PeerReduce<decltype(tag)::value, T, Max>(o, T(0))] {

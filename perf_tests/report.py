@@ -237,6 +237,19 @@ def main():
                 if ratio > 2:
                     below.append(f"{r['op']} {r['order']} N={r['N']} D={r['D']}: deterministic {ratio:.2f}x the default")
 
+    # ---- with an arg: max, min and max_norm forwards as a training step calls them (the backward
+    # orders take the arg); no peer returns one, so no target, but the cost is shown
+    with_arg = [r for r in data if r["impl"] == "segops_arg" and r["D"] == 3 and r["M"] == r["N"] // 3
+                and r["N"] >= 1000000]
+    if with_arg:
+        print()
+        print("With an arg (the forward a training step calls; no peer returns one), float, D=3, L=3:")
+        for r in with_arg:
+            base = next((b for b in data if b["impl"] == "segops" and case(b) == case(r)), None)
+            if base:
+                print(f"  {r['op']:<{opw}}{r['order']:<{ow}}{r['sorted']:<9} N={r['N']}  without {base['median_s'] * 1e3:8.3f} ms"
+                      f"  with arg {r['median_s'] * 1e3:8.3f} ms  ratio {r['median_s'] / base['median_s']:.2f}")
+
     # ---- notes
     lines = []
     for p in args.notes:
