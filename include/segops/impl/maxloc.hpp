@@ -311,9 +311,14 @@ struct MaxLocReducer {
   /// TileReduce::walk (host builds): the rows set by walk_init, positions [b, hi) improve their
   /// segment's row one after the other, as a plain loop does (improve_positions where it
   /// applies); the lockstep streams bought nothing here. With an arg, first_positions then finds
-  /// the indices.
+  /// the indices: for per-component values only, whose values are x's entries. A computed value
+  /// (max_norm's norm) may not have the same bits in two passes: improve_positions forms norms of
+  /// rows of 3 floats four at a time (RowNorm::values4), the scalar operator() elsewhere, and where
+  /// the compiler contracts multiply-adds (-march with FMA, AArch64) the two differ; the one pass
+  /// of walk_step uses one value for both.
   template <int W, class Ids>
-  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const {
+  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const
+      requires(!Arg || requires { Value::components; }) {
     if (!(packed(out) && out.d == W && improve_positions<W, false>(out.ptr, b, hi, [&](index_t q) {
             return static_cast<index_t>(id(q));
           })))
@@ -331,10 +336,9 @@ struct MaxLocReducer {
   /// position and component read and wrote it in memory, a chain through the segment). Unmatched
   /// rows (empty segments) keep walk_init's kUnset. With the vector fills of walk_init and
   /// finalize_range, sorted ids, L = 3, N = 1e6, int64 arg, 2 threads, against walk_step: max and
-  /// min of rows of 3 floats 5.3-5.5 -> 3.6-3.8 ms, of single floats 2.2 -> 1.1 ms; max_norm of
-  /// rows of 3 floats 2.6 -> 1.9 ms, its norms four at a time as the values pass takes them
-  /// (without an arg: 0.9 ms; this pass stores every position's index somewhere, and a ternary in
-  /// place of select, where GCC made it a branch, took 5 ms).
+  /// min of rows of 3 floats 5.3-5.5 -> 3.6-3.8 ms, of single floats 2.2 -> 1.1 ms (without an
+  /// arg: 0.9 ms; this pass stores every position's index somewhere, and a ternary in place of
+  /// select, where GCC made it a branch, took 5 ms).
   template <int W, class Ids>
   KOKKOS_FUNCTION void first_positions(index_t b, index_t hi, const Ids& id) const {
     // value_of(p, j), result(s, j), index(s, j): packed rows through pointers with the width a
@@ -347,12 +351,6 @@ struct MaxLocReducer {
           *select(same_bits(v(j), result(s, j)), &index(s, j), &sink[j]) = static_cast<I>(p);
       };
       index_t p = hi;
-      // four norms at once, as the values were found (rows of 3 floats: RowNorm::values4)
-      if constexpr (W == 1 && requires(const Value& v) { v.values4(index_t(0)); })
-        for (; p - 4 >= b; p -= 4) {
-          const auto v = value.values4(p - 4);
-          for (int k = 3; k >= 0; --k) position(p - 4 + k, [&](int) { return v[k]; });
-        }
       while (--p >= b) position(p, [&](int j) { return value_of(p, j); });
     };
     if (packed(out) && out.d == W && packed(arg) && arg.d == W) {
