@@ -64,6 +64,22 @@ struct RunWindow {
 template <class T>
 inline constexpr RunWindow<T> kRunWindow{};
 
+/// v, opaque to the optimizer: a product passed through it is rounded before it is added, even
+/// where the compiler contracts multiply-adds into FMAs (-ffp-contract=fast with -mfma or
+/// -march=native, AArch64), so that a scalar and a vector computation of one value (RowNorm) give
+/// the same bits. No instruction on x86-64 and AArch64 (the value stays in its register).
+template <class V>
+inline V rounded(V v) {
+#if defined(__SSE2__)
+  asm("" : "+x"(v));
+#elif defined(__aarch64__)
+  asm("" : "+w"(v));
+#else
+  asm("" : "+m"(v));
+#endif
+  return v;
+}
+
 template <class V, class S>
 inline V load_vec(const S* p) {
   V v;

@@ -32,7 +32,7 @@ KOKKOS_FORCEINLINE_FUNCTION V select(bool c, V a, V b) {
 }
 
 template <class V>
-KOKKOS_FUNCTION bool same_bits(V a, V b) {
+KOKKOS_FORCEINLINE_FUNCTION bool same_bits(V a, V b) {
   using U = std::conditional_t<sizeof(V) == 4, std::uint32_t, std::uint64_t>;
   return Kokkos::bit_cast<U>(a) == Kokkos::bit_cast<U>(b);
 }
@@ -59,35 +59,49 @@ struct ComponentValue {
   KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch_rows(e, x); }
 };
 
-/// value(e, 0) = ||x_e||_2 in V (|x_e| for width 1). W: the width of x's packed rows as a
-/// constant (3), or 0 for any width and layout (with_row_norm chooses).
+/// value(e, 0) = ||x_e||_2 in V (|x_e| for width 1): the square root of the squares, each rounded
+/// to V, added in component order. W: the width of x's packed rows as a constant (3), or 0 for any
+/// width and layout (with_row_norm chooses). The index passes of max_norm with argmax compare a
+/// norm formed again with the values pass's result, so every path must form a row's norm with the
+/// same roundings: on host builds the squares pass through `rounded`, so that no compiler
+/// contracts them into multiply-adds (-march=native, AArch64), which it did in the scalar loop
+/// but not in values4: one unsorted argmax in ten was lost at N = 1e6.
 template <class V, class T, int W = 0>
 struct RowNorm {
   Mat<const T> x;
   KOKKOS_FUNCTION void prefetch_row(index_t e) const { prefetch_rows(e, x); }
+  static KOKKOS_FORCEINLINE_FUNCTION V square(V v) {
+#ifdef SEGOPS_HOST_VECTORS
+    return rounded(v * v);
+#else
+    return v * v;  // device code: every path is this one
+#endif
+  }
   KOKKOS_FUNCTION V operator()(index_t e, index_t) const {
     if constexpr (W > 0) {
       const T* p = x.ptr + e * W;
       V r = 0;
-      for (int d = 0; d < W; ++d) r += static_cast<V>(p[d]) * static_cast<V>(p[d]);
+      for (int d = 0; d < W; ++d) r += square(static_cast<V>(p[d]));
       return Kokkos::sqrt(r);
     } else {
       if (x.d == 1) return Kokkos::abs(static_cast<V>(x(e, 0)));
       V r = 0;
-      for (index_t d = 0; d < x.d; ++d) r += static_cast<V>(x(e, d)) * static_cast<V>(x(e, d));
+      for (index_t d = 0; d < x.d; ++d) r += square(static_cast<V>(x(e, d)));
       return Kokkos::sqrt(r);
     }
   }
 #ifdef SEGOPS_HOST_VECTORS
   /// The values of elements e .. e + 3 (rows of 3 floats, packed): their three vectors squared,
   /// component k of each gathered into one vector, added as operator() adds them, four square
-  /// roots at once; the same bits.
+  /// roots at once; the same bits (a NaN's payload aside: which NaN a row holding several gives
+  /// depends on the order of each addition's operands: MaxLocReducer::attains).
   HostVec<float>::type values4(index_t e) const
       requires(W == 3 && std::is_same_v<V, float> && std::is_same_v<T, float>) {
     using F = HostVec<float>::type;
     const float* p = x.ptr + e * 3;
     const F a = load_vec<F>(p), b = load_vec<F>(p + 4), c = load_vec<F>(p + 8);
-    const F sa = a * a, sb = b * b, sc = c * c;  // rows 0 1 2 0 | 1 2 0 1 | 2 0 1 2
+    const F sa = rounded(a * a), sb = rounded(b * b),
+            sc = rounded(c * c);  // rows 0 1 2 0 | 1 2 0 1 | 2 0 1 2
     const F ab0 = shuffle<0, 3, 6, 6>(sa, sb), ab1 = shuffle<1, 4, 7, 7>(sa, sb),
             ab2 = shuffle<2, 5, 5, 5>(sa, sb);
     const F c0 = shuffle<0, 1, 2, 5>(ab0, sc), c1 = shuffle<0, 1, 2, 6>(ab1, sc),
@@ -127,6 +141,21 @@ struct MaxLocReducer {
   static constexpr bool exact_merge = true;
   using acc_type = V;
   using index_type = I;
+  /// Whether an element's value v attains its segment's result o, for the passes that find the
+  /// indices once the values are reduced. The first element attaining o is the one the values
+  /// pass kept: an earlier one with o's value would have been kept (ties keep the first), and NaN
+  /// wins every comparison, so a NaN o's first element attaining it is the first that is NaN.
+  /// Per-component values are x's entries, which keep their bits through every path: the bits
+  /// decide. A norm also attains a NaN o where it is NaN, whatever its payload: a row holding
+  /// several NaNs gives the one the order of its additions' operands picks, which two passes may
+  /// not share (values4 and the scalar operator(); the NaN test in the walk of single floats took
+  /// 2.2x the time, so x's entries go without it).
+  static KOKKOS_FORCEINLINE_FUNCTION bool attains(V v, V o) {
+    if constexpr (requires { Value::components; })
+      return same_bits(v, o);
+    else
+      return same_bits(v, o) | ((v != v) & (o != o));
+  }
   static constexpr int kBlock = 8;
   static constexpr I kUnset = std::numeric_limits<I>::max();  // atomic schedule's "no index yet"
   Value value;
@@ -311,14 +340,10 @@ struct MaxLocReducer {
   /// TileReduce::walk (host builds): the rows set by walk_init, positions [b, hi) improve their
   /// segment's row one after the other, as a plain loop does (improve_positions where it
   /// applies); the lockstep streams bought nothing here. With an arg, first_positions then finds
-  /// the indices: for per-component values only, whose values are x's entries. A computed value
-  /// (max_norm's norm) may not have the same bits in two passes: improve_positions forms norms of
-  /// rows of 3 floats four at a time (RowNorm::values4), the scalar operator() elsewhere, and where
-  /// the compiler contracts multiply-adds (-march with FMA, AArch64) the two differ; the one pass
-  /// of walk_step uses one value for both.
+  /// the indices, forming each value again (max_norm's norms: RowNorm forms them with the same
+  /// roundings in every path).
   template <int W, class Ids>
-  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const
-      requires(!Arg || requires { Value::components; }) {
+  KOKKOS_FUNCTION void walk_positions(index_t b, index_t hi, const Ids& id) const {
     if (!(packed(out) && out.d == W && improve_positions<W, false>(out.ptr, b, hi, [&](index_t q) {
             return static_cast<index_t>(id(q));
           })))
@@ -329,29 +354,46 @@ struct MaxLocReducer {
     if (wants_arg()) first_positions<W>(b, hi, id);
   }
   /// Once the rows of the segments of positions [b, hi) hold their results: each one's index, the
-  /// first position whose value has the result's bits (the first element attaining it, ties and
+  /// first position whose value attains the result (the first element attaining it, ties and
   /// NaN alike, as PrivateArg finds it). The positions are walked backwards and every match stores
   /// its position, into the segment's arg (else into a sink), so the lowest stays; the arg is
   /// never read, so the positions of a segment do not wait on each other (walk_step's select per
   /// position and component read and wrote it in memory, a chain through the segment). Unmatched
   /// rows (empty segments) keep walk_init's kUnset. With the vector fills of walk_init and
   /// finalize_range, sorted ids, L = 3, N = 1e6, int64 arg, 2 threads, against walk_step: max and
-  /// min of rows of 3 floats 5.3-5.5 -> 3.6-3.8 ms, of single floats 2.2 -> 1.1 ms (without an
-  /// arg: 0.9 ms; this pass stores every position's index somewhere, and a ternary in place of
-  /// select, where GCC made it a branch, took 5 ms).
+  /// min of rows of 3 floats 5.3-5.5 -> 3.6-3.8 ms, of single floats 2.2 -> 1.1 ms; max_norm of
+  /// rows of 3 floats 2.6 -> 1.9 ms, its norms four at a time (without an arg: 0.9 ms; this pass
+  /// stores every position's index somewhere, and a ternary in place of select, where GCC made
+  /// it a branch, took 5 ms).
   template <int W, class Ids>
   KOKKOS_FUNCTION void first_positions(index_t b, index_t hi, const Ids& id) const {
     // value_of(p, j), result(s, j), index(s, j): packed rows through pointers with the width a
     // constant where they are packed (the strided accessors cost a third of the time)
     auto walk = [&](const auto& value_of, const auto& result, const auto& index) {
       I sink[W];
-      auto position = [&](index_t p, const auto& v) {
+      auto position = [&](index_t p, const auto& v, const auto& match) {
         const index_t s = static_cast<index_t>(id(p));
         for (int j = 0; j < W; ++j)
-          *select(same_bits(v(j), result(s, j)), &index(s, j), &sink[j]) = static_cast<I>(p);
+          *select(match(v(j), result(s, j)), &index(s, j), &sink[j]) = static_cast<I>(p);
       };
+      auto attain = [](V v, V o) { return attains(v, o); };
+      auto bits = [](V v, V o) { return same_bits(v, o); };
       index_t p = hi;
-      while (--p >= b) position(p, [&](int j) { return value_of(p, j); });
+      if constexpr (W == 1 && requires(const Value& v) { v.values4(index_t(0)); })
+        for (; p - 4 >= b; p -= 4) {  // four norms at once (RowNorm::values4)
+          const auto v = value.values4(p - 4);
+          // four numbers: their bits alone decide (attains' NaN test per position: 1.9 -> 3 ms)
+          const bool nan = any_lane(v != v);
+          for (int k = 3; k >= 0; --k) {
+            auto lane = [&](int) { return v[k]; };
+            if (nan) [[unlikely]]
+              position(p - 4 + k, lane, attain);
+            else
+              position(p - 4 + k, lane, bits);
+          }
+        }
+      auto at_p = [&](int j) { return value_of(p, j); };
+      while (--p >= b) position(p, at_p, attain);
     };
     if (packed(out) && out.d == W && packed(arg) && arg.d == W) {
       const V* o = out.ptr;
@@ -529,7 +571,7 @@ struct MaxLocReducer {
   template <bool Atomic>
   KOKKOS_FUNCTION void arg_pass(index_t s, index_t i) const {
     for (index_t k = 0; k < w; ++k) {
-      const bool same = same_bits(value(i, k), out(s, k));
+      const bool same = attains(value(i, k), out(s, k));
       if constexpr (Atomic) {
         if (same) Kokkos::atomic_min(&arg(s, k), static_cast<I>(i));
       } else {
@@ -552,7 +594,7 @@ struct MaxLocReducer {
         improve(o, v);
       } else {
         I& a = own ? arg(t, k) : is[k];
-        a = select(same_bits(v, o) & (static_cast<I>(i) < a), static_cast<I>(i), a);
+        a = select(attains(v, o) & (static_cast<I>(i) < a), static_cast<I>(i), a);
       }
     }
   }
@@ -599,7 +641,7 @@ struct PrivateArg {
       if (s < 0 || s >= mm) continue;  // dropped ids: predictable
       for (index_t k = 0; k < ww; ++k) {
         I& a = slot(q, s, k);
-        a = select(same_bits(rl.value(i, k), rl.out(s, k)) & (a == kUnset), static_cast<I>(i), a);
+        a = select(R::attains(rl.value(i, k), rl.out(s, k)) & (a == kUnset), static_cast<I>(i), a);
       }
     }
   }

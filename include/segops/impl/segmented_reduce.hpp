@@ -318,7 +318,7 @@ struct PrivateReduce {
   /// Part q's first element: n q / P rounded down to a multiple of 4, so that an element whose
   /// value the reducer forms four at a time (max_norm's norms, MaxLocReducer::improve_positions)
   /// is formed by the same instructions whatever P is (the scalar path can give another NaN of a
-  /// row holding several, and a compiler that contracts its multiply-adds other roundings).
+  /// row holding several).
   KOKKOS_FUNCTION index_t part_start(index_t q) const {
     return q == parts ? n : n * q / parts / 4 * 4;
   }
