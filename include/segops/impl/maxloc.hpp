@@ -531,9 +531,7 @@ struct MaxLocReducer {
   KOKKOS_FUNCTION void finalize_range(index_t lo, index_t hi) const {
     if (wants_arg() && packed(arg) && arg.d == w) {
       if constexpr (ZeroIfEmpty)
-        for (index_t s = lo; s < hi; ++s)
-          if (counts(s) == 0)
-            for (index_t k = 0; k < w; ++k) out(s, k) = V(0);
+        for (index_t s = lo; s < hi; ++s) zero_if_empty(s);
       I* a = arg.ptr;
       for (index_t k = lo * w; k < hi * w; ++k) a[k] = a[k] == kUnset ? I(-1) : a[k];
       return;
@@ -546,11 +544,15 @@ struct MaxLocReducer {
       if (better<V, IsMax>(v, out(d.s, k))) store(d, k, v, carry_idx[c.t * w + k]);
     }
   }
+  KOKKOS_FUNCTION void zero_if_empty(index_t s) const {
+    if (ZeroIfEmpty && counts(s) == 0)
+      for (index_t k = 0; k < w; ++k) out(s, k) = V(0);
+  }
   KOKKOS_FUNCTION void finalize(index_t s) const {
-    for (index_t k = 0; k < w; ++k) {
-      if (ZeroIfEmpty && counts(s) == 0) out(s, k) = V(0);
-      if (wants_arg() && arg(s, k) == kUnset) arg(s, k) = I(-1);
-    }
+    zero_if_empty(s);
+    if (wants_arg())
+      for (index_t k = 0; k < w; ++k)
+        if (arg(s, k) == kUnset) arg(s, k) = I(-1);
   }
   KOKKOS_FUNCTION void init(OutSlot d) const {
     for (index_t k = 0; k < w; ++k) {
