@@ -207,8 +207,22 @@ void measure_with_arg(Case<T, I>& c, i64 w, const Call& call, const IsArg& is_ar
   c.prepare = nullptr;
 }
 
-/// max and min per component; the backward orders take the arg of the forward (computed here, as
-/// the reference: lowest index on ties, -1 for an empty segment).
+/// The index of each segment's max or min per component (D of them per row of x): the lowest on
+/// ties, -1 for an empty segment. The reference for the forward's segops_arg row, and the arg the
+/// backward orders take.
+template <class T, class I>
+std::vector<i64> extremum_arg(const I* id, const T* xp, i64 n, i64 m, i64 D, bool is_max) {
+  std::vector<i64> arg(m * D, -1);
+  for (i64 i = 0; i < n; ++i)
+    for (i64 k = 0; k < D; ++k) {
+      i64& a = arg[id[i] * D + k];
+      const T t = xp[i * D + k];
+      if (a < 0 || (is_max ? t > xp[a * D + k] : t < xp[a * D + k])) a = i;
+    }
+  return arg;
+}
+
+/// max and min per component; the backward orders take the arg of the forward (extremum_arg).
 template <class T, class I>
 void bench_extremum(Case<T, I>& c, const std::string& op, const std::string& order) {
   const i64 n = c.n, m = c.m, D = c.d;
@@ -236,9 +250,8 @@ void bench_extremum(Case<T, I>& c, const std::string& op, const std::string& ord
         SEGOPS_BENCH_CALL(segmented_min(c.exec, seg, x.v(rk), o.v(rk)))
       }
     });
-    // with an arg: x's value at it is the result, and no earlier element of the segment has it
-    std::vector<i64> first(m * D, -1);  // the first element attaining each result
-    const T* op_ = o.p();
+    // with an arg: the first element attaining each result
+    const std::vector<i64> first = extremum_arg(id, xp, n, m, D, is_max);
     measure_with_arg(
         c, D,
         [&c, is_max, xv = x.v(R2{}), ov = o.v(R2{})](const auto& arg) {
@@ -247,14 +260,7 @@ void bench_extremum(Case<T, I>& c, const std::string& op, const std::string& ord
           else
             segops::segmented_min(c.exec, *c.seg, xv, ov, arg);
         },
-        [&](i64 s, i64 k, i64 a) {
-          if (first[s * D + k] == -1)  // found once, after the checked call wrote o
-            for (i64 i = 0; i < n; ++i)
-              for (i64 j = 0; j < D; ++j)
-                if (first[id[i] * D + j] == -1 && xp[i * D + j] == op_[id[i] * D + j])
-                  first[id[i] * D + j] = i;
-          return first[s * D + k] == a;
-        });
+        [&](i64 s, i64 k, i64 a) { return first[s * D + k] == a; });
     auto peers = [&](auto op_tag) {
       using Op = decltype(op_tag);
       c.peers(true, [&](auto tag) {
@@ -274,13 +280,8 @@ void bench_extremum(Case<T, I>& c, const std::string& op, const std::string& ord
   using Args = Kokkos::View<i64**, Kokkos::LayoutRight, Host>;
   Args arg("bench::arg", m, D);
   i64* argp = arg.data();
-  std::fill(argp, argp + m * D, i64(-1));
-  for (i64 i = 0; i < n; ++i)
-    for (i64 k = 0; k < D; ++k) {
-      i64& a = argp[id[i] * D + k];
-      const T t = xp[i * D + k];
-      if (a < 0 || (is_max ? t > xp[a * D + k] : t < xp[a * D + k])) a = i;
-    }
+  const std::vector<i64> ref_arg = extremum_arg(id, xp, n, m, D, is_max);
+  std::copy(ref_arg.begin(), ref_arg.end(), argp);
   auto arg_v = [&](auto rk) {
     if constexpr (std::is_same_v<decltype(rk), R1>)
       return Kokkos::View<i64*, Host, Kokkos::MemoryTraits<Kokkos::Unmanaged>>(argp, m);
