@@ -141,6 +141,7 @@ struct MaxLocReducer {
   static constexpr bool exact_merge = true;
   using acc_type = V;
   using index_type = I;
+  using value_type = Value;
   /// Whether an element's value v attains its segment's result o, for the passes that find the
   /// indices once the values are reduced. The first element attaining o is the one the values
   /// pass kept: an earlier one with o's value would have been kept (ties keep the first), and NaN
@@ -604,19 +605,24 @@ struct MaxLocReducer {
 
 /// Host backends, unsorted ids, default mode, with arg: once the values are reduced (by
 /// PrivateReduce, a copy per thread), part q of P finds in its elements [n q / P, n (q + 1) / P),
-/// in order, the first whose value has the bits of its segment's result, into its own copy of the
-/// indices (part 0 into arg, the others into the workspace); a pass over the segments takes the
-/// first part's that found one. The result's bits are those of the first element attaining it
-/// (ties keep the first, and so does a NaN), so this is the lowest index. Against every partition
-/// scanning every element for both (OwnerReduce): rows of 3 floats, L = 3, N = 1e6, 2 threads,
-/// max with arg 28.8 -> 13.1 ms (2.4 of them the values; this pass is bound by its two random
-/// rows per element, the result's and the index copy's).
+/// in order, the first whose value attains its segment's result (MaxLocReducer::attains), into
+/// its own copy of the indices (part 0 into arg, the others into the workspace); a pass over the
+/// segments takes the first part's that found one. The result is the value of the first element
+/// attaining it (ties keep the first, and so does a NaN), so this is the lowest index. Against
+/// every partition scanning every element for both (OwnerReduce): rows of 3 floats, L = 3, N =
+/// 1e6, 2 threads, max with arg 28.8 -> 13.1 ms (2.4 of them the values; this pass is bound by its
+/// two random rows per element, the result's and the index copy's). Packed rows go through
+/// pointers with the width a constant, and the combine as flat loops over blocks of segments, as
+/// PrivateReduce's: max of rows of 3 floats 14.0-14.3 -> 11.6-12.3 ms, of single floats 5.0-6.6
+/// -> 3.4-3.5 ms, max_norm 5.2-5.4 -> 4.4-4.8 ms.
 template <class R, class Ids>
 struct PrivateArg {
   struct FindTag {};
   struct CombineTag {};
   using I = typename R::index_type;
+  using V = typename R::acc_type;
   static constexpr I kUnset = R::kUnset;
+  static constexpr index_t kCombine = 256;  // segments per combine iteration
   R r;
   Ids ids;
   I* scratch;
@@ -624,35 +630,94 @@ struct PrivateArg {
   KOKKOS_FUNCTION I& slot(index_t q, index_t s, index_t k) const {
     return q == 0 ? r.arg(s, k) : scratch[((q - 1) * m + s) * w + k];
   }
+  /// Part q's copy of the indices as packed rows, or nullptr (part 0: arg not packed).
+  KOKKOS_FUNCTION I* packed_slots(index_t q) const {
+    if (q > 0) return scratch + (q - 1) * m * w;
+    return packed(r.arg) && r.arg.d == w ? r.arg.ptr : nullptr;
+  }
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(FindTag, index_t q) const {
     const R rl = r;
     const Ids id = ids;
     const index_t lo = n * q / parts, hi = n * (q + 1) / parts, mm = m, ww = w;
-    for (index_t s = 0; s < mm; ++s)
-      for (index_t k = 0; k < ww; ++k) slot(q, s, k) = kUnset;
+    I* const flat = packed_slots(q);
+    if (flat)
+      for (index_t k = 0; k < mm * ww; ++k) flat[k] = kUnset;
+    else
+      for (index_t s = 0; s < mm; ++s)
+        for (index_t k = 0; k < ww; ++k) slot(q, s, k) = kUnset;
     const bool far = kPrefetches && mm * ww * index_t(sizeof(I)) > kCacheBytes;
-    for (index_t i = lo; i < hi; ++i) {
-      if (far && i + kAhead < hi) {
-        const index_t t = static_cast<index_t>(id(i + kAhead));
-        if (t >= 0 && t < mm) {
-          prefetch(&rl.out(t, 0));
-          prefetch<true>(&slot(q, t, 0));
+    // value_of(i, k), result(s, k), index(s, k) of W-wide rows (0: w, through the accessors)
+    auto find = [&](auto width, const auto& value_of, const auto& result, const auto& index) {
+      constexpr int W = decltype(width)::value;
+      const index_t wk = W > 0 ? W : ww;
+      for (index_t i = lo; i < hi; ++i) {
+        if (far && i + kAhead < hi) {
+          const index_t t = static_cast<index_t>(id(i + kAhead));
+          if (t >= 0 && t < mm) {
+            prefetch(&result(t, 0));
+            prefetch<true>(&index(t, 0));
+          }
+        }
+        const index_t s = static_cast<index_t>(id(i));
+        if (s < 0 || s >= mm) continue;  // dropped ids: predictable
+        for (index_t k = 0; k < wk; ++k) {
+          I& a = index(s, k);
+          a = select(R::attains(value_of(i, k), result(s, k)) & (a == kUnset), static_cast<I>(i),
+                     a);
         }
       }
-      const index_t s = static_cast<index_t>(id(i));
-      if (s < 0 || s >= mm) continue;  // dropped ids: predictable
-      for (index_t k = 0; k < ww; ++k) {
-        I& a = slot(q, s, k);
-        a = select(R::attains(rl.value(i, k), rl.out(s, k)) & (a == kUnset), static_cast<I>(i), a);
+    };
+    auto value_at = [&](index_t i, index_t k) { return rl.value(i, k); };
+    if (flat && packed(rl.out) && rl.out.d == ww) {
+      const V* o = rl.out.ptr;
+      auto rows = [&](auto width) {
+        constexpr int W = decltype(width)::value;
+        auto result = [&](index_t s, index_t k) -> const V& { return o[s * W + k]; };
+        auto index = [&](index_t s, index_t k) -> I& { return flat[s * W + k]; };
+        if constexpr (requires { R::value_type::components; })
+          if (packed(rl.value.x) && rl.value.x.d == W) {
+            const auto* xp = rl.value.x.ptr;
+            return find(
+                width, [&](index_t i, index_t k) { return static_cast<V>(xp[i * W + k]); }, result,
+                index);
+          }
+        find(width, value_at, result, index);
+      };
+      switch (ww) {
+        case 1:
+          return rows(std::integral_constant<int, 1>{});
+        case 2:
+          return rows(std::integral_constant<int, 2>{});
+        case 3:
+          return rows(std::integral_constant<int, 3>{});
+        case 4:
+          return rows(std::integral_constant<int, 4>{});
+        default:
+          break;
       }
     }
+    find(
+        std::integral_constant<int, 0>{}, value_at,
+        [&](index_t s, index_t k) -> const V& { return rl.out(s, k); },
+        [&](index_t s, index_t k) -> I& { return slot(q, s, k); });
   }
-  KOKKOS_FUNCTION void operator()(CombineTag, index_t s) const {
-    for (index_t k = 0; k < w; ++k) {
-      I a = r.arg(s, k);
-      for (index_t q = 1; q < parts; ++q) a = a == kUnset ? slot(q, s, k) : a;
-      r.arg(s, k) = a == kUnset ? I(-1) : a;
+  /// Segments [b kCombine, (b + 1) kCombine): the first part's index that is set, else -1.
+  KOKKOS_FUNCTION void operator()(CombineTag, index_t b) const {
+    const index_t lo = b * kCombine, hi = Kokkos::min(m, lo + kCombine);
+    if (I* a = packed_slots(0)) {  // one flat loop per copy
+      for (index_t q = 1; q < parts; ++q) {
+        const I* copy = packed_slots(q);
+        for (index_t k = lo * w; k < hi * w; ++k) a[k] = a[k] == kUnset ? copy[k] : a[k];
+      }
+      for (index_t k = lo * w; k < hi * w; ++k) a[k] = a[k] == kUnset ? I(-1) : a[k];
+      return;
     }
+    for (index_t s = lo; s < hi; ++s)
+      for (index_t k = 0; k < w; ++k) {
+        I a = r.arg(s, k);
+        for (index_t q = 1; q < parts; ++q) a = a == kUnset ? slot(q, s, k) : a;
+        r.arg(s, k) = a == kUnset ? I(-1) : a;
+      }
   }
 };
 

@@ -304,8 +304,8 @@ void reduce_maxloc(const Exec& exec, const Seg& seg, const Value& value, Mat<V> 
             f);
         Kokkos::parallel_for(
             label,
-            Kokkos::RangePolicy<Exec, typename F::CombineTag, Kokkos::IndexType<index_t>>(exec, 0,
-                                                                                          m),
+            Kokkos::RangePolicy<Exec, typename F::CombineTag, Kokkos::IndexType<index_t>>(
+                exec, 0, (m + F::kCombine - 1) / F::kCombine),
             f);
         return;
       }
