@@ -683,18 +683,7 @@ struct PrivateArg {
           }
         find(width, value_at, result, index);
       };
-      switch (ww) {
-        case 1:
-          return rows(std::integral_constant<int, 1>{});
-        case 2:
-          return rows(std::integral_constant<int, 2>{});
-        case 3:
-          return rows(std::integral_constant<int, 3>{});
-        case 4:
-          return rows(std::integral_constant<int, 4>{});
-        default:
-          break;
-      }
+      if (with_constant_width(ww, rows)) return;
     }
     find(
         std::integral_constant<int, 0>{}, value_at,

@@ -1170,21 +1170,9 @@ struct SumReducer {
   /// f(integral_constant<int, W>) for w = W in 1 .. kMaxBucketWidth that the map can have.
   template <class F>
   KOKKOS_FUNCTION void with_width(const F& f) const {
-    auto one = [&](auto width) {
+    with_constant_width(w, [&](auto width) {
       if constexpr (map_width<decltype(width)::value>) f(width);
-    };
-    switch (w) {
-      case 1:
-        return one(std::integral_constant<int, 1>{});
-      case 2:
-        return one(std::integral_constant<int, 2>{});
-      case 3:
-        return one(std::integral_constant<int, 3>{});
-      case 4:
-        return one(std::integral_constant<int, 4>{});
-      default:
-        return;
-    }
+    });
   }
   // PrivateReduce: elements added into rows of a copy; a copy's row added into an output row.
   static constexpr bool can_privatize = true;

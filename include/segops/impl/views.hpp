@@ -125,6 +125,28 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch_rows(index_t e, const M&... m) {
   (prefetch_row_of(e, m), ...);
 }
 
+/// f(std::integral_constant<int, W>{}) where w = W in 1 .. 4, so that f's loops over rows of
+/// width w take it as a constant; false (f not called) for other widths.
+template <class F>
+KOKKOS_FORCEINLINE_FUNCTION bool with_constant_width(index_t w, const F& f) {
+  switch (w) {
+    case 1:
+      f(std::integral_constant<int, 1>{});
+      return true;
+    case 2:
+      f(std::integral_constant<int, 2>{});
+      return true;
+    case 3:
+      f(std::integral_constant<int, 3>{});
+      return true;
+    case 4:
+      f(std::integral_constant<int, 4>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
 /// f(d) for every column d of a row of width w. Widths 1 to 4 (scalars and 3-vectors above all)
 /// are unrolled with constant column indices, so a per-element loop carries no inner loop and
 /// no trip-count checks; wider rows take a plain loop.
