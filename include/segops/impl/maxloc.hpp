@@ -683,7 +683,7 @@ struct PrivateArg {
           }
         find(width, value_at, result, index);
       };
-      if (with_constant_width(ww, rows)) return;
+      if (with_width_of<1, 2, 3, 4>(ww, rows)) return;
     }
     find(
         std::integral_constant<int, 0>{}, value_at,

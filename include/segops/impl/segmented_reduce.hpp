@@ -1170,7 +1170,7 @@ struct SumReducer {
   /// f(integral_constant<int, W>) for w = W in 1 .. kMaxBucketWidth that the map can have.
   template <class F>
   KOKKOS_FUNCTION void with_width(const F& f) const {
-    with_constant_width(w, [&](auto width) {
+    with_width_of<1, 2, 3, 4>(w, [&](auto width) {
       if constexpr (map_width<decltype(width)::value>) f(width);
     });
   }

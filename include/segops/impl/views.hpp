@@ -125,28 +125,6 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch_rows(index_t e, const M&... m) {
   (prefetch_row_of(e, m), ...);
 }
 
-/// f(std::integral_constant<int, W>{}) where w = W in 1 .. 4, so that f's loops over rows of
-/// width w take it as a constant; false (f not called) for other widths.
-template <class F>
-KOKKOS_FORCEINLINE_FUNCTION bool with_constant_width(index_t w, const F& f) {
-  switch (w) {
-    case 1:
-      f(std::integral_constant<int, 1>{});
-      return true;
-    case 2:
-      f(std::integral_constant<int, 2>{});
-      return true;
-    case 3:
-      f(std::integral_constant<int, 3>{});
-      return true;
-    case 4:
-      f(std::integral_constant<int, 4>{});
-      return true;
-    default:
-      return false;
-  }
-}
-
 /// f(d) for every column d of a row of width w. Widths 1 to 4 (scalars and 3-vectors above all)
 /// are unrolled with constant column indices, so a per-element loop carries no inner loop and
 /// no trip-count checks; wider rows take a plain loop.
@@ -219,21 +197,17 @@ KOKKOS_FORCEINLINE_FUNCTION void fill_rows(T* p, index_t n, const T (&r)[W]) {
     for (int d = 0; d < W; ++d) p[i * W + d] = r[d];
 }
 
-/// For packed rows of width w = 1 or 3 (scalars and 3-vectors), f(std::integral_constant<int, w>)
-/// and true: loops with the width and the strides as constants run about 2x faster than with them
-/// at run time (their fields spill). False, and no call, for other widths.
+/// f(std::integral_constant<int, w>{}) and true where w is one of Ws, so that f's loops over rows
+/// of width w take it as a constant; false, and no call, for other widths.
+template <int... Ws, class F>
+KOKKOS_FORCEINLINE_FUNCTION bool with_width_of(index_t w, const F& f) {
+  return ((w == Ws && (static_cast<void>(f(std::integral_constant<int, Ws>{})), true)) || ...);
+}
+/// with_width_of<1, 3>: for packed rows of scalars and 3-vectors, loops with the width and the
+/// strides as constants run about 2x faster than with them at run time (their fields spill).
 template <class F>
 KOKKOS_FORCEINLINE_FUNCTION bool with_packed_width(index_t w, const F& f) {
-  switch (w) {
-    case 1:
-      f(std::integral_constant<int, 1>{});
-      return true;
-    case 3:
-      f(std::integral_constant<int, 3>{});
-      return true;
-    default:
-      return false;
-  }
+  return with_width_of<1, 3>(w, f);
 }
 
 /// Calls f(std::true_type{}) where the rank-1 view v has stride 1, else f(std::false_type{}):
