@@ -613,8 +613,8 @@ struct MaxLocReducer {
 /// 1e6, 2 threads, max with arg 28.8 -> 13.1 ms (2.4 of them the values; this pass is bound by its
 /// two random rows per element, the result's and the index copy's). Packed rows go through
 /// pointers with the width a constant, and the combine as flat loops over blocks of segments, as
-/// PrivateReduce's: max of rows of 3 floats 14.0-14.3 -> 11.6-12.3 ms, of single floats 5.0-6.6
-/// -> 3.4-3.5 ms, max_norm 5.2-5.4 -> 4.4-4.8 ms.
+/// PrivateReduce's: max of rows of 3 floats 13.1-14.7 -> 9.6-12.7 ms, of single floats 5.0-5.1
+/// -> 2.9-3.0 ms, max_norm 5.2-5.3 -> 3.7-3.8 ms.
 template <class R, class Ids>
 struct PrivateArg {
   struct FindTag {};
