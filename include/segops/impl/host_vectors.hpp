@@ -220,11 +220,16 @@ inline typename HostVec<T>::type masked_rows_vec(const T* p, index_t len) {
 }
 
 /// Rows of 3 floats r[0 .. 4) (lanes 0 to 2 each; lane 3 is ignored) packed into three vectors,
-/// as the 12 floats of four consecutive rows.
+/// as the 12 floats of four consecutive rows. Every shuffle here takes its first two lanes from
+/// one operand and its last two from the other: one shufps on the x86-64 baseline (SSE2), where
+/// GCC 12 built v[0] = (r0 0, r0 1, r0 2, r1 0) and v[2] directly through a stack slot and
+/// general registers. Sum's backward, rows of 3 floats, L = 3, N = 1e6, 2 threads: sorted
+/// 0.40 -> 0.24 ms, unsorted 0.80 -> 0.62 ms (as with -msse4.1, whose blends did it in one).
 inline void pack_rows3x4(const HostVec<float>::type (&r)[4], HostVec<float>::type (&v)[3]) {
-  v[0] = shuffle<0, 1, 2, 4>(r[0], r[1]);
+  const auto a = shuffle<2, 2, 4, 4>(r[0], r[1]), c = shuffle<2, 2, 4, 4>(r[2], r[3]);
+  v[0] = shuffle<0, 1, 4, 6>(r[0], a);
   v[1] = shuffle<1, 2, 4, 5>(r[1], r[2]);
-  v[2] = shuffle<2, 4, 5, 6>(r[2], r[3]);
+  v[2] = shuffle<0, 2, 5, 6>(c, r[3]);
 }
 
 /// The 12 floats of three vectors stored at o, one vector store each. (One 48-byte copy of the
