@@ -261,7 +261,7 @@ def main():
             lines += [l.rstrip() for l in open(p) if l.strip()]
     print()
     for l in lines:
-        if l.startswith(("peer:", "overhead:", "copy:")):
+        if l.startswith(("build:", "peer:", "overhead:", "copy:")):
             print(l)
     issues = [l for l in lines if l.startswith(("missing:", "wrong:", "failed:", "skipped:"))]
     if issues:

@@ -7,7 +7,9 @@
 # results/notes.txt and results/<family>.png, then prints the summary table.
 # Environment: Kokkos_ROOT (use your Kokkos, nothing downloaded), SEGOPS_CACHE (default
 # ~/.cache/segops), SEGOPS_JOBS (build jobs, default 2), SEGOPS_THREADS (default: all cores),
-# SEGOPS_BENCH_SKIP (op families left out of the C++ build, e.g. "MATVEC").
+# SEGOPS_BENCH_SKIP (op families left out of the C++ build, e.g. "MATVEC"), SEGOPS_BENCH_CXXFLAGS
+# (extra compiler flags for the C++ suite, SegOps and its C++ peers alike, e.g. "-march=native" as
+# a Kokkos build for this CPU adds; default none: the compiler's baseline target).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -49,7 +51,8 @@ gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 [ -f build-bench/CMakeCache.txt ] && gen=()
 cmake -S . -B build-bench "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DKokkos_ROOT="$Kokkos_ROOT" \
   -DSegOps_ENABLE_TESTS=OFF -DSegOps_ENABLE_INSTALL_TEST=OFF -DSegOps_ENABLE_PERF_TESTS=ON \
-  -DSEGOPS_BENCH_SKIP="${SEGOPS_BENCH_SKIP:-}" >build-bench.log 2>&1 ||
+  -DSEGOPS_BENCH_SKIP="${SEGOPS_BENCH_SKIP:-}" -DCMAKE_CXX_FLAGS="${SEGOPS_BENCH_CXXFLAGS:-}" \
+  >build-bench.log 2>&1 ||
   { tail -n 30 build-bench.log >&2; exit 4; }
 cmake --build build-bench -j "$jobs" --target bench_segops >>build-bench.log 2>&1 ||
   { grep -E "error|Error" build-bench.log | head -n 30 >&2; exit 4; }
@@ -91,7 +94,10 @@ fi
 
 # ---- merge, summary, plots
 { cat results/bench_cpp.csv; [ -s results/bench_py.csv ] && tail -n +2 results/bench_py.csv; } >results/bench.csv
-cat results/notes_cpp.txt results/notes_py.txt >results/notes.txt
+{
+  echo "build: bench_segops with CMAKE_CXX_FLAGS='${SEGOPS_BENCH_CXXFLAGS:-}' (Release: -O3 -DNDEBUG)"
+  cat results/notes_cpp.txt results/notes_py.txt
+} >results/notes.txt
 rm -f results/bench_cpp.csv results/bench_py.csv results/notes_cpp.txt results/notes_py.txt
 say "done: results/bench.csv ($(($(wc -l <results/bench.csv) - 1)) rows)"
 report_py=$py; [ -n "$report_py" ] && [ -x "$report_py" ] || report_py=python3
