@@ -161,6 +161,10 @@ struct MaxLocReducer {
   }
   static constexpr int kBlock = 8;
   static constexpr I kUnset = std::numeric_limits<I>::max();  // atomic schedule's "no index yet"
+  /// An index as returned: -1 where no element was found (an empty segment).
+  static KOKKOS_FORCEINLINE_FUNCTION I found_or_none(I a) { return select(a == kUnset, I(-1), a); }
+  /// a if set, else b (no branch: which part of the elements found a segment's first is random).
+  static KOKKOS_FORCEINLINE_FUNCTION I set_or(I a, I b) { return select(a == kUnset, b, a); }
   Value value;
   Mat<V> out;
   Mat<I> arg;
@@ -536,7 +540,7 @@ struct MaxLocReducer {
       if constexpr (ZeroIfEmpty)
         for (index_t s = lo; s < hi; ++s) zero_if_empty(s);
       I* a = arg.ptr;
-      for (index_t k = lo * w; k < hi * w; ++k) a[k] = a[k] == kUnset ? I(-1) : a[k];
+      for (index_t k = lo * w; k < hi * w; ++k) a[k] = found_or_none(a[k]);
       return;
     }
     for (; lo < hi; ++lo) finalize(lo);
@@ -554,8 +558,7 @@ struct MaxLocReducer {
   KOKKOS_FUNCTION void finalize(index_t s) const {
     zero_if_empty(s);
     if (wants_arg())
-      for (index_t k = 0; k < w; ++k)
-        if (arg(s, k) == kUnset) arg(s, k) = I(-1);
+      for (index_t k = 0; k < w; ++k) arg(s, k) = found_or_none(arg(s, k));
   }
   KOKKOS_FUNCTION void init(OutSlot d) const {
     for (index_t k = 0; k < w; ++k) {
@@ -609,20 +612,21 @@ struct MaxLocReducer {
 /// PrivateReduce, a copy per thread), part q of P finds in its elements [n q / P, n (q + 1) / P)
 /// the first whose value attains its segment's result (MaxLocReducer::attains), into its own copy
 /// of the indices (part 0 into arg, the others into the workspace); a pass over the segments takes
-/// the first part's that found one. The part walks its elements from the last and stores the
-/// index of every element that attains (into a local sink where one does not), so the last store,
-/// the first element, stays: no read of the index row, whose test on random rows held each
-/// element up (rows of 3 floats, L = 3, unsorted, 2 threads: N = 1e6 max with arg 12.9-13.2 ->
-/// 8.7-9.3 ms, min 12.4-17.0 -> 8.8-9.2 ms, single floats 3.06 -> 2.6-2.8 ms, max_norm 3.8-4.0
-/// either way; N = 1e7 max 237-240 -> 211-212 ms, max_norm 114-115 -> 97-109 ms; N = 1e5 max
-/// 0.67 -> 0.55 ms; the same values and indices). The result is the value of the first element
-/// attaining it (ties keep the first, and so does a NaN), so this is the lowest index. Against
-/// every partition scanning every element for both (OwnerReduce): rows of 3 floats, L = 3, N =
-/// 1e6, 2 threads, max with arg 28.8 -> 13.1 ms (2.4 of them the values; this pass is bound by its
-/// two random rows per element, the result's and the index copy's). Packed rows go through
-/// pointers with the width a constant, and the combine as flat loops over blocks of segments, as
-/// PrivateReduce's: max of rows of 3 floats 13.1-14.7 -> 9.6-12.7 ms, of single floats 5.0-5.1
-/// -> 2.9-3.0 ms, max_norm 5.2-5.3 -> 3.7-3.8 ms.
+/// the first part's that found one. The result is the value of the first element attaining it
+/// (ties keep the first, and so does a NaN), so this is the lowest index. The part walks its
+/// elements from the last and stores the index of every element that attains (into a local sink
+/// where one does not), so the last store, the first element, stays: the index row is only
+/// written, never read (reading it to test for an index already found held each element up: rows
+/// of 3 floats, L = 3, unsorted, 2 threads, N = 1e6 max with arg 12.9-13.2 -> 8.7-9.3 ms). The
+/// copies start as kUnset, not -1: GCC turns a fill of -1 into a memset call, after which the
+/// random stores that follow were slower (max_norm, same case: 3.9 -> 4.2-4.3 ms; glibc's memset
+/// of large sizes presumably leaves the rows out of cache). Packed rows go through pointers with
+/// the width a constant, and the combine as flat loops over blocks of segments, as
+/// PrivateReduce's, without branches: which part found a segment's first is random, and the
+/// branches of `a == kUnset ? copy : a` mispredicted (max_norm, same case: the combine's perf
+/// samples over 101 calls 656-671 -> 187-229, the call 3.9-4.6 -> 3.3 ms; single floats 2.55 ->
+/// 2.02 ms). Against every partition scanning every element for both (OwnerReduce), same case:
+/// 28.8 ms.
 template <class R, class Ids>
 struct PrivateArg {
   struct FindTag {};
@@ -700,19 +704,21 @@ struct PrivateArg {
   /// Segments [b kCombine, (b + 1) kCombine): the first part's index that is set, else -1.
   KOKKOS_FUNCTION void operator()(CombineTag, index_t b) const {
     const index_t lo = b * kCombine, hi = Kokkos::min(m, lo + kCombine);
-    if (I* a = packed_slots(0)) {  // one flat loop per copy
-      for (index_t q = 1; q < parts; ++q) {
+    if (I* a = packed_slots(0)) {  // flat loops, one per copy; the last one's finishes the rows
+      const index_t kb = lo * w, ke = hi * w;  // locals: stores through a may alias the members
+      for (index_t q = 1; q + 1 < parts; ++q) {
         const I* copy = packed_slots(q);
-        for (index_t k = lo * w; k < hi * w; ++k) a[k] = a[k] == kUnset ? copy[k] : a[k];
+        for (index_t k = kb; k < ke; ++k) a[k] = R::set_or(a[k], copy[k]);
       }
-      for (index_t k = lo * w; k < hi * w; ++k) a[k] = a[k] == kUnset ? I(-1) : a[k];
+      const I* last = parts > 1 ? packed_slots(parts - 1) : a;
+      for (index_t k = kb; k < ke; ++k) a[k] = R::found_or_none(R::set_or(a[k], last[k]));
       return;
     }
     for (index_t s = lo; s < hi; ++s)
       for (index_t k = 0; k < w; ++k) {
         I a = r.arg(s, k);
-        for (index_t q = 1; q < parts; ++q) a = a == kUnset ? slot(q, s, k) : a;
-        r.arg(s, k) = a == kUnset ? I(-1) : a;
+        for (index_t q = 1; q < parts; ++q) a = R::set_or(a, slot(q, s, k));
+        r.arg(s, k) = R::found_or_none(a);
       }
   }
 };
