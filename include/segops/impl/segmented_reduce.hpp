@@ -164,12 +164,13 @@ struct TileReduce {
       const index_t rows_ahead = kStreamAheadBytes / row;
       constexpr index_t offsets_ahead = kStreamAheadBytes / index_t(sizeof(off(0)));
       const bool far = kPrefetches && n * row > kLastLevelBytes;
+      const bool short_span = hi - b < (index_t(1) << 31);  // run lengths fit 32 bits
       for (; s + B <= s_end && off(s + B) <= hi; s += B) {
         if (far) {
           rl.prefetch_row(Kokkos::min(b + rows_ahead, n - 1));
           prefetch(&off(Kokkos::min(s + offsets_ahead, m)));
         }
-        b = rl.template batch_runs<W, NV>(s, b, off);
+        b = rl.template batch_runs<W, NV>(s, b, off, short_span);
       }
     }
     for (; s < s_end; ++s) {
@@ -783,8 +784,10 @@ struct SumReducer {
 #endif
   /// Segments s .. s + kBatch - 1, starting at b and all ending in the tile; returns where the
   /// last one ends. Lanes are filled in registers (a vector built through memory stalls its load).
+  /// short_span: the tile's segments are shorter than 2^31 elements.
   template <int W, int NV, class Offsets>
-  KOKKOS_FUNCTION index_t batch_runs(index_t s, index_t b, const Offsets& off) const {
+  KOKKOS_FUNCTION index_t batch_runs(index_t s, index_t b, const Offsets& off,
+                                     bool short_span) const {
 #ifdef SEGOPS_HOST_VECTORS
     using V = typename HostVec<Acc>::type;
     auto count = [](index_t b, index_t e) { return divisor(e - b); };
@@ -821,8 +824,22 @@ struct SumReducer {
 #pragma GCC unroll 4
         for (int j = 0; j < kBatch; ++j) t[j] = run_vec<Acc, NV>(f(j));
       }
+      if constexpr (has_finalize) {
+        // Floats: the divisors from the batch's offsets in memory (at[0] = b = off(s),
+        // TileReduce::runs) where they are contiguous.
+        bool counted = false;
+        if constexpr (std::is_same_v<Acc, float> && kBatch == 4 && requires { off.data(); } &&
+                      !std::is_same_v<typename Offsets::array_layout, Kokkos::LayoutStride>) {
+          if (short_span) {
+            n[0] = run_divisors(&off(s));
+            counted = true;
+          }
+        }
+        if (!counted) {
 #pragma GCC unroll 4
-      for (int j = 0; j < kBatch; ++j) n[j / lanes][j % lanes] = count(at[j], at[j + 1]);
+          for (int j = 0; j < kBatch; ++j) n[j / lanes][j % lanes] = count(at[j], at[j + 1]);
+        }
+      }
       b = at[kBatch];
       for (int i = 0; i < kBatch / lanes; ++i) {
         V v = lane_sums(t + i * lanes);
