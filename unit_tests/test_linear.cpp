@@ -456,6 +456,66 @@ void short_runs_ignore_neighbours() {
 TEST(Linear, ShortRunsIgnoreNeighboursFloat) { short_runs_ignore_neighbours<float>(); }
 TEST(Linear, ShortRunsIgnoreNeighboursDouble) { short_runs_ignore_neighbours<double>(); }
 
+/// Sorted rows beyond the last-level cache (n x D x 4 bytes > 32 MiB, kLastLevelBytes): host
+/// builds sum batches of short segments in a loop that prefetches rows and offsets ahead, which
+/// stops where a prefetch would pass the last row or offset and leaves the rest of the tile to
+/// a loop without prefetches. sum, mean and dot of floats, short and some long segments, some
+/// empty, against double references.
+TEST(Linear, SortedBeyondTheLastLevelCache) {
+  std::mt19937_64 rng(71);
+  for (const i64 d : {1, 3}) {
+    const i64 n_min = (i64(36) << 20) / (4 * d);  // 36 MiB of rows
+    std::vector<i64> counts;
+    for (i64 n = 0, k = 0; n < n_min; ++k) {
+      counts.push_back(k % 997 == 0 ? 300 + k % 50 : k % 7);  // 0..6, and one long in 997
+      n += counts.back();
+    }
+    const Case c{"beyond_llc", ids_from_counts(counts), static_cast<i64>(counts.size())};
+    const auto seg = make_segments<std::int32_t>(c, Mode::Sorted);
+    const auto x = random_vector<float>(rng, c.n() * d), y = random_vector<float>(rng, c.n() * d);
+    std::vector<double> sum(c.m * d, 0.0), dotv(c.m, 0.0);
+    for (i64 i = 0; i < c.n(); ++i)
+      for (i64 j = 0; j < d; ++j) {
+        sum[c.ids[i] * d + j] += double(x[i * d + j]);
+        dotv[c.ids[i]] += double(x[i * d + j]) * double(y[i * d + j]);
+      }
+    // rank 1 for D = 1 (the single values' path), rank 2 for rows
+    std::vector<double> h_sum, h_mean, h_dot;
+    auto run = [&]<int Rank>() {
+      const auto xv = device_view<float, Rank>(x, c.n(), d);
+      const auto yv = device_view<float, Rank>(y, c.n(), d);
+      const auto o_sum = poisoned_view<float, Rank>(c.m, d);
+      const auto o_mean = poisoned_view<float, Rank>(c.m, d);
+      const auto o_dot = poisoned_view<float, 1>(c.m, 1);
+      segops::segmented_sum(seg, xv, o_sum);
+      segops::segmented_mean(seg, xv, o_mean);
+      segops::segmented_dot(seg, xv, yv, o_dot);
+      h_sum = to_host(o_sum), h_mean = to_host(o_mean), h_dot = to_host(o_dot);
+    };
+    if (d == 1)
+      run.template operator()<1>();
+    else
+      run.template operator()<2>();
+    int wrong = 0;
+    for (i64 s = 0; s < c.m && wrong < 10; ++s) {
+      const std::string where = "D=" + std::to_string(d) + " segment " + std::to_string(s) +
+                                " of " + std::to_string(c.m) + ", length " +
+                                std::to_string(counts[s]);
+      for (i64 j = 0; j < d; ++j) {
+        const double ref = sum[s * d + j], mean = counts[s] > 0 ? ref / double(counts[s]) : 0.0;
+        const bool ok = std::abs(h_sum[s * d + j] - ref) <= 1e-5 * (1 + std::abs(ref)) &&
+                        std::abs(h_mean[s * d + j] - mean) <= 1e-5 * (1 + std::abs(mean));
+        wrong += !ok;
+        EXPECT_TRUE(ok) << where << " column " << j << ": sum " << h_sum[s * d + j] << " vs " << ref
+                        << ", mean " << h_mean[s * d + j] << " vs " << mean;
+      }
+      const bool ok = std::abs(h_dot[s] - dotv[s]) <= 1e-5 * (1 + std::abs(dotv[s]));
+      wrong += !ok;
+      EXPECT_TRUE(ok) << "dot " << where << ": " << h_dot[s] << " vs " << dotv[s];
+    }
+  }
+}
+
 // ---- finite differences ----
 
 /// Runs `op` on double LayoutRight views built from `in`; returns its output on the host.
