@@ -155,14 +155,10 @@ struct TileReduce {
     const R rl = r;  // locals: the fields stay in registers across the stores
     const Offsets off = offsets;
     if constexpr (R::template batches<W>) {
-      constexpr index_t B = R::kBatch;
       // Where the rows are beyond the last-level cache, the rows and offsets kStreamAheadBytes
       // on are prefetched once per batch (in cache the prefetches cost: sum of 1e6 single floats,
       // L = 3, 0.42 -> 0.43 ms; beyond it, 2^25: sum 15.3 -> 12.3 ms, mean 18.5 -> 14.4 ms, dot
       // 21.8 -> 17.0 ms, 2 threads, a Xeon whose copy ran 25 GB/s).
-      const index_t row = rl.template stream_row_bytes<W>();
-      const index_t rows_ahead = kStreamAheadBytes / row;
-      constexpr index_t offsets_ahead = kStreamAheadBytes / index_t(sizeof(off(0)));
       const bool short_span = hi - b < (index_t(1) << 31);  // run lengths fit 32 bits
       // Two loops out of line (batch_loop): the first prefetches without clamping, up to where
       // a prefetch would pass the last row or offset; the second takes what is left. One loop
@@ -171,9 +167,8 @@ struct TileReduce {
       // -> 277 us; N = 2^25 sum 11.2 -> 9.8-9.9 ms, mean 13.6 -> 11.5-11.7 ms). Each loop is
       // flattened as the sweep is (not flattened, dot took 19.4 instead of 17.1 instructions
       // per element, single floats, N = 1e6, callgrind; flattened 16.7).
-      if (kPrefetches && n * row > kLastLevelBytes)
-        s = batch_loop<W, NV, true>(b, Kokkos::min(hi, n - 1 - rows_ahead),
-                                    Kokkos::min(s_end, m - offsets_ahead), s, short_span);
+      if (kPrefetches && n * rl.template stream_row_bytes<W>() > kLastLevelBytes)
+        s = batch_loop<W, NV, true>(b, hi, s_end, s, short_span);
       s = batch_loop<W, NV, false>(b, hi, s_end, s, short_span);
     }
     for (; s < s_end; ++s) {
@@ -186,7 +181,8 @@ struct TileReduce {
   }
   /// runs' batches from segment s (starting at b, updated) while segment s + kBatch - 1 ends by
   /// hi and s + kBatch <= s_stop; returns the next segment. Far: prefetching rows and offsets
-  /// kStreamAheadBytes on (the caller's bounds keep them inside the views).
+  /// kStreamAheadBytes on, and stopping earlier, where a prefetch would pass the last row or
+  /// offset (b <= off(s + kBatch) <= n - 1 - rows_ahead, s + kBatch <= m - offsets_ahead).
   template <int W, int NV, bool Far>
   SEGOPS_NOINLINE SEGOPS_FLATTEN KOKKOS_FUNCTION index_t batch_loop(index_t& b_io, index_t hi,
                                                                     index_t s_stop, index_t s,
@@ -196,6 +192,10 @@ struct TileReduce {
     constexpr index_t B = R::kBatch;
     const index_t rows_ahead = kStreamAheadBytes / rl.template stream_row_bytes<W>();
     constexpr index_t offsets_ahead = kStreamAheadBytes / index_t(sizeof(off(0)));
+    if constexpr (Far) {
+      hi = Kokkos::min(hi, n - 1 - rows_ahead);
+      s_stop = Kokkos::min(s_stop, m - offsets_ahead);
+    }
     index_t b = b_io;
     for (; s + B <= s_stop && off(s + B) <= hi; s += B) {
       if constexpr (Far) {
