@@ -492,8 +492,8 @@ struct MaxLocReducer {
   // copy's row improving an output row (copies in part order: ties keep the earlier part's).
   KOKKOS_FUNCTION V* dense_rows() const { return packed(out) && out.d == w ? out.ptr : nullptr; }
   template <class IdT>
-  KOKKOS_FUNCTION void scatter(V* rows, const IdT* id, index_t st, index_t lo, index_t hi,
-                               index_t m) const {
+  KOKKOS_FUNCTION void scatter(V* rows, index_t /* rs: the copies' row stride, w here */,
+                               const IdT* id, index_t st, index_t lo, index_t hi, index_t m) const {
     // Copies larger than a core's L2 cache miss on most updates: the row of the element kAhead
     // positions on is prefetched (as SumReducer::scatter).
     const bool far = kPrefetches && m * w * index_t(sizeof(V)) > kCacheBytes;

@@ -337,11 +337,13 @@ struct PrivateReduce {
   Ids ids;
   Acc* scratch;
   index_t n, m, w, parts;
-  // Output rows that are not packed (several outputs, strided views) and room for P copies: part
-  // 0 too sums into a packed copy (with prefetches and constant widths), which the combine pass
-  // copies out. Unsorted, rows of 3 floats, L = 3, N = 1e6, 2 threads: inner_products (3
-  // outputs) 4.9 -> 3.5 ms, axpby_backward (2) 7.1-7.3 -> 5.3 ms.
+  // Output rows that are not packed (several outputs, strided views) or copies whose rows are
+  // padded (pw > w, SumReducer::copy_stride), and room for P copies: part 0 too sums into a copy
+  // (with prefetches and constant widths), which the combine pass copies out. Unsorted, rows of 3
+  // floats, L = 3, N = 1e6, 2 threads: inner_products (3 outputs) 4.9 -> 3.5 ms, axpby_backward
+  // (2) 7.1-7.3 -> 5.3 ms.
   bool all_copies;
+  index_t pw;  // the copies' row stride: w, or copy_stride()
   /// Part q's first element: n q / P rounded down to a multiple of 4, so that an element whose
   /// value the reducer forms four at a time (max_norm's norms, MaxLocReducer::improve_positions)
   /// is formed by the same instructions whatever P is (the scalar path can give another NaN of a
@@ -352,13 +354,13 @@ struct PrivateReduce {
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(SumTag, index_t q) const {
     const R rl = r;  // locals: the fields stay in registers across the stores
     const Ids id = ids;
-    const index_t lo = part_start(q), hi = part_start(q + 1), mm = m, ww = w;
+    const index_t lo = part_start(q), hi = part_start(q + 1), mm = m, ww = pw;
     Acc* rows = all_copies ? scratch + q * mm * ww
                 : q == 0   ? rl.dense_rows()
                            : scratch + (q - 1) * mm * ww;
     if (rows) {
       for (index_t k = 0; k < mm * ww; ++k) rows[k] = rl.identity();
-      return rl.scatter(rows, id.data(), static_cast<index_t>(id.stride(0)), lo, hi, mm);
+      return rl.scatter(rows, ww, id.data(), static_cast<index_t>(id.stride(0)), lo, hi, mm);
     }
     for (index_t s = 0; s < mm; ++s) rl.init(OutSlot{s});  // part 0, output rows not packed
     for (index_t i = lo; i < hi; ++i) {
@@ -371,15 +373,19 @@ struct PrivateReduce {
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(CombineTag, index_t b) const {
     const R rl = r;
     const index_t lo = b * kCombine, hi = Kokkos::min(m, lo + kCombine);
-    if (Acc* rows = rl.dense_rows()) {  // packed rows: one flat loop per copy
+    if (all_copies) {
+      bool done = false;
+      if constexpr (requires { rl.add_copies(scratch, pw, lo, hi, m, parts); })
+        done = rl.add_copies(scratch, pw, lo, hi, m, parts);
+      if (!done)
+        for (index_t s = lo; s < hi; ++s) {
+          rl.set_row(OutSlot{s}, scratch + s * pw);
+          for (index_t q = 1; q < parts; ++q) rl.add_row(OutSlot{s}, scratch + (q * m + s) * pw);
+        }
+    } else if (Acc* rows = rl.dense_rows()) {  // packed rows: one flat loop per copy
       for (index_t q = 1; q < parts; ++q) {
         const Acc* copy = scratch + (q - 1) * m * w;
         for (index_t k = lo * w; k < hi * w; ++k) rl.merge(rows[k], copy[k]);
-      }
-    } else if (all_copies) {
-      for (index_t s = lo; s < hi; ++s) {
-        rl.set_row(OutSlot{s}, scratch + s * w);
-        for (index_t q = 1; q < parts; ++q) rl.add_row(OutSlot{s}, scratch + (q * m + s) * w);
       }
     } else {
       for (index_t s = lo; s < hi; ++s)
@@ -562,9 +568,13 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
     const bool fit = parts == 1 || (parts - 1) * m * w <= ws.room;
     if (fit && (!seg.deterministic() || (exact_merge_v<R> && !seg.sorted()))) {
       Acc* scratch = parts > 1 ? ws.data : nullptr;
-      const bool all_copies = parts > 1 && !r.dense_rows() && parts * m * w <= ws.room;
+      index_t pw = w;
+      if constexpr (requires { r.copy_stride(); }) pw = r.copy_stride();
+      if (parts == 1 || parts * m * pw > ws.room) pw = w;
+      const bool all_copies =
+          parts > 1 && (!r.dense_rows() || pw != w) && parts * m * pw <= ws.room;
       using F = PrivateReduce<R, typename Seg::ids_view>;
-      F f{r, seg.ids(), scratch, n, m, w, parts, all_copies};
+      F f{r, seg.ids(), scratch, n, m, w, parts, all_copies, pw};
       Kokkos::parallel_for(
           label,
           Kokkos::RangePolicy<Exec, typename F::SumTag, Kokkos::Schedule<Kokkos::Static>,
@@ -681,6 +691,18 @@ struct RowMap {
   KOKKOS_FUNCTION auto flat_run(index_t b, index_t e) const {  // where contiguous()
     return flat(SumRun<Acc, T>{x.ptr + b}, e - b, x.n - b);
   }
+#ifdef SEGOPS_HOST_VECTORS
+  /// Row e of packed rows of 3 floats as a vector, lane 3 zero (SumReducer::scatter); the last row
+  /// is read value by value.
+  KOKKOS_FUNCTION auto row_vec3(index_t e) const
+      requires(std::is_same_v<Acc, float>&& std::is_same_v<T, float>) {
+    using V = HostVec<float>::type;
+    using B = HostVec<float>::bits;
+    const float* p = x.ptr + e * 3;
+    if (e + 1 < x.n) return (V)(load_vec<B>(p) & B{-1, -1, -1, 0});
+    return V{p[0], p[1], p[2], 0.f};
+  }
+#endif
 };
 
 template <class Acc, class Map, class Out, class Fin = NoFinalize>
@@ -1231,14 +1253,54 @@ struct SumReducer {
   KOKKOS_FUNCTION void prefetch_row(index_t e) const {
     if constexpr (requires { map.prefetch_row(e); }) map.prefetch_row(e);
   }
-  /// Adds the elements [lo, hi) whose ids lie in [0, m) into rows (row s at rows + s * w). Maps
-  /// over packed element rows of 1 or 3 with contiguous ids take a loop whose widths and strides
-  /// are constants (with_packed_width).
+  /// Row stride of PrivateReduce's copies: 4 for rows of 3 floats of a map over packed rows of 3
+  /// (the fourth lane stays 0), whose scatter then adds an element's row with one vector load,
+  /// add and store instead of three of each, and whose combine pass adds rows as vectors; else w.
+  /// Unsorted sums of rows of 3 floats, N = 1e6, 2 threads: L = 30 (0.4 MB of output) sum
+  /// 914-944 -> 701-772 us, mean 932-963 -> 720-729 us; L = 3 (4 MB) within the VM's noise (the
+  /// copies take 4/3 the memory: old 1572-2500, new 1434-1904 us, alternating).
+  KOKKOS_FUNCTION index_t copy_stride() const {
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok && map_width<3> &&
+                  requires { map.packed_width(); })
+      if (w == 3 && map.packed_width() == 3) return 4;
+#endif
+    return w;
+  }
+  /// PrivateReduce's combine where the copies' rows are copy_stride() = 4 floats apart: output
+  /// rows [lo, hi) = the copies' rows added in part order (the order of the packed copies' flat
+  /// loop), as vectors. False, and nothing done, for other strides.
+  KOKKOS_FUNCTION bool add_copies(const Acc* copies, index_t cs, index_t lo, index_t hi, index_t m,
+                                  index_t parts) const {
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok) {
+      if (cs != 4 || w != 3) return false;
+      using V = HostVec<float>::type;
+      Acc* o = dense_rows();
+      for (index_t s = lo; s < hi; ++s) {
+        V v = load_vec<V>(copies + s * 4);
+        for (index_t q = 1; q < parts; ++q) v += load_vec<V>(copies + (q * m + s) * 4);
+        if (o && s + 1 < hi) {  // lane 3 lands on the next row, stored next
+          __builtin_memcpy(o + s * 3, &v, sizeof(V));
+        } else {
+          const Acc a[3] = {v[0], v[1], v[2]};
+          set_row(OutSlot{s}, a);
+        }
+      }
+      return true;
+    }
+#endif
+    (void)copies, (void)cs, (void)lo, (void)hi, (void)m, (void)parts;
+    return false;
+  }
+  /// Adds the elements [lo, hi) whose ids lie in [0, m) into rows (row s at rows + s * rs: rs = w,
+  /// or copy_stride()). Maps over packed element rows of 1 or 3 with contiguous ids take a loop
+  /// whose widths and strides are constants (with_packed_width).
   template <class IdT>
-  KOKKOS_FUNCTION void scatter(Acc* rows, const IdT* id, index_t st, index_t lo, index_t hi,
-                               index_t m) const {
+  KOKKOS_FUNCTION void scatter(Acc* rows, index_t rs, const IdT* id, index_t st, index_t lo,
+                               index_t hi, index_t m) const {
     const Map mp = map;
-    const index_t ww = w;
+    const index_t ww = rs;
     // Copies larger than a core's L2 cache miss on most adds: the row of the element kAhead
     // positions on is prefetched (N = 2^25, rows of 3 floats, L = 3: 215 -> 143 ms).
     const bool far = kPrefetches && m * ww * index_t(sizeof(Acc)) > kCacheBytes;
@@ -1259,6 +1321,26 @@ struct SumReducer {
         mp.template packed_row<decltype(width)::value>(e, [&](int k, Acc v) { row[k] += v; });
       });
     };
+#ifdef SEGOPS_HOST_VECTORS
+    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok && map_width<3> &&
+                  requires { mp.packed_width(); }) {
+      if (rs == 4 && w == 3) {  // copy_stride(): rows of 3 as vectors, lane 3 added 0
+        using V = HostVec<float>::type;
+        auto vec_rows = [&](auto unit) {
+          loop(unit, [&](Acc* row, index_t e) {
+            V v;
+            if constexpr (requires { mp.row_vec3(e); })
+              v = mp.row_vec3(e);
+            else
+              mp.template packed_row<3>(e, [&](int k, Acc x) { v[k] = x; }), v[3] = 0;
+            const V t = load_vec<V>(row) + v;
+            __builtin_memcpy(row, &t, sizeof(V));
+          });
+        };
+        return st == 1 ? vec_rows(std::true_type{}) : vec_rows(std::false_type{});
+      }
+    }
+#endif
     if constexpr (requires { mp.packed_width(); })
       if (st == 1 && with_packed_width(mp.packed_width(), packed_rows)) return;
     loop(std::false_type{},
