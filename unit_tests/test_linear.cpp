@@ -243,6 +243,26 @@ TEST(Linear, ManySegmentsUnsorted) {
   }
 }
 
+/// Unsorted ids read through a LayoutStride view (stride 2), some dropped (trusted), float
+/// accumulators: host backends keep the per-thread copies of rows of 3 floats 4 floats apart
+/// (SumReducer::copy_stride) and read the ids through the stride; M = 300000 (copies beyond the
+/// L2 cache: prefetched rows) and M = 1000. The last element has a valid id (its row is read
+/// value by value, not as a vector that would pass the end of the values).
+TEST(Linear, UnsortedRowsOfThreeStridedIds) {
+  std::mt19937_64 rng(49);
+  for (const i64 m : {i64(1000), i64(300000)}) {
+    Case c = with_dropped_ids(many_segments_case(49 + m, m, 7), 50);
+    c.ids.back() = m - 1;
+    c.name += "+strided_ids";
+    const std::vector<std::int32_t> id32(c.ids.begin(), c.ids.end());
+    const auto ids = device_strided<std::int32_t, 1>(id32, c.n(), 1);
+    const segops::Segments<std::int32_t, Exec> seg(ids.view, c.m, {.trusted = true});
+    ASSERT_FALSE(seg.sorted());
+    check_all_ops<float, float>(seg, c, Mode::Unsorted, rng);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 /// Unsorted ids over M = 120000 segments of 0 to 5 elements, some dropped (trusted), default and
 /// deterministic options: mean's backward computes each segment's scaled row g_s (1 / c_s) once in
 /// the descriptor's workspace (where it has room) before the elements gather it.
