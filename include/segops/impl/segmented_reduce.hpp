@@ -1256,9 +1256,11 @@ struct SumReducer {
   /// Row stride of PrivateReduce's copies: 4 for rows of 3 floats of a map over packed rows of 3
   /// (the fourth lane stays 0), whose scatter then adds an element's row with one vector load,
   /// add and store instead of three of each, and whose combine pass adds rows as vectors; else w.
-  /// Unsorted sums of rows of 3 floats, N = 1e6, 2 threads: L = 30 (0.4 MB of output) sum
-  /// 914-944 -> 701-772 us, mean 932-963 -> 720-729 us; L = 3 (4 MB) within the VM's noise (the
-  /// copies take 4/3 the memory: old 1572-2500, new 1434-1904 us, alternating).
+  /// Unsorted sums of rows of 3 floats, N = 1e6, 2 threads: L = 30 (0.4 MB of output) 884-887 ->
+  /// 638-697 us, L = 3 (4 MB) 1460-1478 -> 1226-1233 us, though the copies take 4/3 the memory;
+  /// ids sorted but for every 64th swapped with a random one, L = 3: 1177-1300 -> 1032-1126 us.
+  /// Copies of rows 3 floats apart added as overlapping vectors (lane 3 adding 0 to the next row)
+  /// stalled there on store-to-load forwarding: 2415-2553 us.
   KOKKOS_FUNCTION index_t copy_stride() const {
 #ifdef SEGOPS_HOST_VECTORS
     if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok && map_width<3> &&
