@@ -1253,9 +1253,11 @@ struct SumReducer {
   KOKKOS_FUNCTION void prefetch_row(index_t e) const {
     if constexpr (requires { map.prefetch_row(e); }) map.prefetch_row(e);
   }
-  /// Row stride of PrivateReduce's copies: 4 for rows of 3 floats of a map over packed rows of 3
-  /// (the fourth lane stays 0), whose scatter then adds an element's row with one vector load,
-  /// add and store instead of three of each, and whose combine pass adds rows as vectors; else w.
+  /// Row stride of PrivateReduce's copies: 4 for sums of packed rows of 3 floats (RowMap::row_vec3;
+  /// the fourth lane stays 0), whose scatter then adds an element's row with one vector load, add
+  /// and store instead of three of each, and whose combine pass adds rows as vectors; else w.
+  /// (Maps that form their 3 values, as inner_products', would build the vector through memory:
+  /// N = 1e5, 212 -> 240 us.)
   /// Unsorted sums of rows of 3 floats, N = 1e6, 2 threads: L = 30 (0.4 MB of output) 884-887 ->
   /// 638-697 us, L = 3 (4 MB) 1460-1478 -> 1226-1233 us, though the copies take 4/3 the memory;
   /// ids sorted but for every 64th swapped with a random one, L = 3: 1177-1300 -> 1032-1126 us.
@@ -1263,8 +1265,7 @@ struct SumReducer {
   /// stalled there on store-to-load forwarding: 2415-2553 us.
   KOKKOS_FUNCTION index_t copy_stride() const {
 #ifdef SEGOPS_HOST_VECTORS
-    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok && map_width<3> &&
-                  requires { map.packed_width(); })
+    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok && requires { map.row_vec3(0); })
       if (w == 3 && map.packed_width() == 3) return 4;
 #endif
     return w;
@@ -1324,18 +1325,13 @@ struct SumReducer {
       });
     };
 #ifdef SEGOPS_HOST_VECTORS
-    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok && map_width<3> &&
-                  requires { mp.packed_width(); }) {
+    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok &&
+                  requires { mp.row_vec3(0); }) {
       if (rs == 4 && w == 3) {  // copy_stride(): rows of 3 as vectors, lane 3 added 0
         using V = HostVec<float>::type;
         auto vec_rows = [&](auto unit) {
           loop(unit, [&](Acc* row, index_t e) {
-            V v;
-            if constexpr (requires { mp.row_vec3(e); })
-              v = mp.row_vec3(e);
-            else
-              mp.template packed_row<3>(e, [&](int k, Acc x) { v[k] = x; }), v[3] = 0;
-            const V t = load_vec<V>(row) + v;
+            const V t = load_vec<V>(row) + mp.row_vec3(e);
             __builtin_memcpy(row, &t, sizeof(V));
           });
         };
