@@ -1270,20 +1270,30 @@ struct SumReducer {
   /// Copies of rows 3 floats apart added as overlapping vectors (lane 3 adding 0 to the next row)
   /// stalled there on store-to-load forwarding: 2415-2553 us.
   KOKKOS_FUNCTION index_t copy_stride() const {
-#ifdef SEGOPS_HOST_VECTORS
-    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok && requires { map.row_vec3(0); })
+    if constexpr (kPadsRows)
       if (w == 3 && map.packed_width() == 3) return 4;
-#endif
     return w;
   }
+  /// Whether this reducer's copies can have rows of 3 floats 4 apart (copy_stride): float sums
+  /// whose map reads a row as one vector. scatter and add_copies take a row stride other than w
+  /// as that padding (the only stride PrivateReduce passes besides w).
+  static constexpr bool kPadsRows = [] {
+#ifdef SEGOPS_HOST_VECTORS
+    return std::is_same_v<Acc, float> && HostVec<float>::ok && requires(const Map& mp) {
+      mp.row_vec3(0);
+    };
+#else
+    return false;
+#endif
+  }();
   /// PrivateReduce's combine where the copies' rows are copy_stride() = 4 floats apart: output
   /// rows [lo, hi) = the copies' rows added in part order (the order of the packed copies' flat
   /// loop), as vectors. False, and nothing done, for other strides.
   KOKKOS_FUNCTION bool add_copies(const Acc* copies, index_t cs, index_t lo, index_t hi, index_t m,
                                   index_t parts) const {
 #ifdef SEGOPS_HOST_VECTORS
-    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok) {
-      if (cs != 4 || w != 3) return false;
+    if constexpr (kPadsRows) {
+      if (cs == w) return false;
       using V = HostVec<float>::type;
       Acc* o = dense_rows();
       for (index_t s = lo; s < hi; ++s) {
@@ -1331,9 +1341,8 @@ struct SumReducer {
       });
     };
 #ifdef SEGOPS_HOST_VECTORS
-    if constexpr (std::is_same_v<Acc, float> && HostVec<float>::ok &&
-                  requires { mp.row_vec3(0); }) {
-      if (rs == 4 && w == 3) {  // copy_stride(): rows of 3 as vectors, lane 3 added 0
+    if constexpr (kPadsRows) {
+      if (rs != w) {  // copy_stride()'s padding: rows of 3 as vectors, lane 3 added 0
         using V = HostVec<float>::type;
         auto vec_rows = [&](auto unit) {
           loop(unit, [&](Acc* row, index_t e) {
