@@ -174,9 +174,9 @@ struct MaxNormScatter {
   KOKKOS_FUNCTION void prefetch_segment(index_t s) const {  // SegmentBlocks
     const index_t i = static_cast<index_t>(arg(s));
     if (i < 0 || i >= x.n) return;
-    prefetch_row_of(i, x);
-    if constexpr (Double) prefetch_row_of(i, u);
-    prefetch<true>(&gx(i, 0));
+    prefetch_row_of<true>(i, x);  // kept (prefetch_kept): GCC 12 dropped these
+    if constexpr (Double) prefetch_row_of<true>(i, u);
+    prefetch_kept<true>(&gx(i, 0));
   }
   /// Rows packed this wide: segment_transform runs row with PackedAt (constant strides).
   KOKKOS_FUNCTION index_t packed_width() const {
@@ -225,7 +225,7 @@ struct ArgScatter {
   KOKKOS_FUNCTION void prefetch_segment(index_t s) const {  // SegmentBlocks
     for (index_t d = 0; d < gx.d; ++d) {
       const index_t a = static_cast<index_t>(arg(s, d));
-      if (a >= 0 && a < gx.n) prefetch<true>(&gx(a, d));
+      if (a >= 0 && a < gx.n) prefetch_kept<true>(&gx(a, d));
     }
   }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, g, arg); }
@@ -248,7 +248,7 @@ struct ArgGather {
   KOKKOS_FUNCTION void prefetch_segment(index_t s) const {  // SegmentBlocks
     for (index_t d = 0; d < gg.d; ++d) {
       const index_t i = static_cast<index_t>(arg(s, d));
-      if (i >= 0 && i < u.n) prefetch(&u(i, d));
+      if (i >= 0 && i < u.n) prefetch_kept(&u(i, d));
     }
   }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gg, u, arg); }

@@ -104,19 +104,46 @@ template <bool Write = false>
 KOKKOS_FORCEINLINE_FUNCTION void prefetch([[maybe_unused]] const void* p) {
   if constexpr (kPrefetches) __builtin_prefetch(p, Write);
 }
+/// prefetch(p) that the compiler keeps: on x86-64 an `asm volatile` prefetcht0 (what GCC emits
+/// for either hint on the x86-64 baseline). GCC 12 deleted __builtin_prefetch from some loops of
+/// some translation units and not others (its RTL passes): SegmentBlocks' prefetch per segment
+/// was gone from the loop over packed rows in the benchmark's build, not in a small driver's.
+/// Max_norm, rows of 3 floats, L = 3, N = 1e6, unsorted, 2 threads, in that build: backward
+/// 5.2-5.3 -> 2.8-3.0 ms, double backward 9.4-10.2 -> 5.5-6.8 ms. Not the default: with every
+/// prefetch kept, the suite's comparison also moved loops that GCC had left alone by as much
+/// (the machine's slow and fast minutes did too), so only loops measured case by case use it.
+/// p must point into an object (the asm's operand is a read of *p).
+template <bool Write = false>
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_kept([[maybe_unused]] const void* p) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
+    !defined(__HIPCC__) && !defined(SYCL_LANGUAGE_VERSION)
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  prefetch<Write>(p);
+#endif
+}
 
+/// prefetch_kept(p) if Kept, else prefetch(p).
+template <bool Kept = false>
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_maybe_kept(const void* p) {
+  if constexpr (Kept)
+    prefetch_kept(p);
+  else
+    prefetch(p);
+}
 /// prefetch() of row e of a view: its first element, and its last where the row is a matrix
-/// (3x3 floats span two cache lines as often as one). A function, not a generic lambda: inside
-/// the flattened kernels GCC emitted none of the lambda's prefetches.
-template <class V>
+/// (3x3 floats span two cache lines as often as one); Kept: through prefetch_kept. A function,
+/// not a generic lambda: inside the flattened kernels GCC emitted none of the lambda's
+/// prefetches.
+template <bool Kept = false, class V>
 KOKKOS_FORCEINLINE_FUNCTION void prefetch_row_of(index_t e, const V& v) {
   if constexpr (requires { v.r; }) {
-    prefetch(&v(e, 0, 0));
-    prefetch(&v(e, v.r - 1, v.c - 1));
+    prefetch_maybe_kept<Kept>(&v(e, 0, 0));
+    prefetch_maybe_kept<Kept>(&v(e, v.r - 1, v.c - 1));
   } else if constexpr (requires { v.s1; }) {
-    prefetch(&v(e, 0));
+    prefetch_maybe_kept<Kept>(&v(e, 0));
   } else {
-    prefetch(&v(e));
+    prefetch_maybe_kept<Kept>(&v(e));
   }
 }
 /// prefetch_row_of each view.
