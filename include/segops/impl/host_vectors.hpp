@@ -9,8 +9,7 @@
 #include <segops/impl/views.hpp>
 #include <type_traits>
 
-#if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__) && \
-    !defined(SYCL_LANGUAGE_VERSION)
+#ifdef SEGOPS_HOST_GNU
 #define SEGOPS_HOST_VECTORS 1
 #ifdef __SSE2__
 #include <emmintrin.h>

@@ -57,10 +57,16 @@ struct Mat {
 #define SEGOPS_UNREACHABLE() ((void)0)
 #endif
 
-/// Host builds with GCC or Clang: prefetch<Write>(p) hints that the cache line at p is about to be
-/// read (written); kernels that would compute addresses only for it test kPrefetches.
+/// SEGOPS_HOST_GNU: a host-only translation unit compiled by GCC or Clang (no CUDA, HIP or SYCL
+/// compiler), where GNU builtins, vector extensions and inline asm may be used.
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && !defined(__HIPCC__) && \
     !defined(SYCL_LANGUAGE_VERSION)
+#define SEGOPS_HOST_GNU 1
+#endif
+
+/// Host builds with GCC or Clang: prefetch<Write>(p) hints that the cache line at p is about to be
+/// read (written); kernels that would compute addresses only for it test kPrefetches.
+#ifdef SEGOPS_HOST_GNU
 inline constexpr bool kPrefetches = true;
 #else
 inline constexpr bool kPrefetches = false;
@@ -115,8 +121,7 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch([[maybe_unused]] const void* p) {
 /// p must point into an object (the asm's operand is a read of *p).
 template <bool Write = false>
 KOKKOS_FORCEINLINE_FUNCTION void prefetch_kept([[maybe_unused]] const void* p) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__) && \
-    !defined(__HIPCC__) && !defined(SYCL_LANGUAGE_VERSION)
+#if defined(__x86_64__) && defined(SEGOPS_HOST_GNU)
   asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
 #else
   prefetch<Write>(p);
