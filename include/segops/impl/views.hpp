@@ -115,9 +115,10 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch([[maybe_unused]] const void* p) {
 /// some translation units and not others (its RTL passes): SegmentBlocks' prefetch per segment
 /// was gone from the loop over packed rows in the benchmark's build, not in a small driver's.
 /// Max_norm, rows of 3 floats, L = 3, N = 1e6, unsorted, 2 threads, in that build: backward
-/// 5.2-5.3 -> 2.8-3.0 ms, double backward 9.4-10.2 -> 5.5-6.8 ms. Not the default: every
-/// prefetch kept moved other loops both ways in a whole-suite comparison, but this machine's slow
-/// and fast minutes moved unchanged loops as much; only loops measured case by case use it.
+/// 5.2-5.3 -> 2.8-3.0 ms, double backward 9.4-10.2 -> 5.5-6.8 ms. Not the default: with every
+/// prefetch kept, mul of single floats over unsorted ids ran 20% slower (0.57-0.59 -> 0.69-0.71
+/// ms, 4 alternating pairs) on a path that prefetches nothing: the asm changed how GCC compiled
+/// the function's other loops. Only loops measured case by case use it.
 /// p must point into an object (the asm's operand is a read of *p).
 template <bool Write = false>
 KOKKOS_FORCEINLINE_FUNCTION void prefetch_kept([[maybe_unused]] const void* p) {
