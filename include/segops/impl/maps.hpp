@@ -123,8 +123,9 @@ struct DotsMap {
     return false;
   }
   /// a = the accumulators of elements [b, e) (where packed_runs()). A run that fits the masked
-  /// vectors (a short segment) is summed pair by pair, its rows read again from L1; a longer one in
-  /// one pass over its elements, so that a long segment's rows are read from memory once.
+  /// vectors (a short segment) is summed pair by pair, its rows read again from L1 (in one pass
+  /// where pairs share views: masked_sums, the same bits); a longer one in one pass over its
+  /// elements, so that a long segment's rows are read from memory once.
   template <int W, int NVec>
   KOKKOS_FUNCTION void run_sums(index_t b, index_t e, Acc (&a)[W]) const {
     for (int k = 0; k < W; ++k) a[k] = Acc(0);
@@ -136,6 +137,8 @@ struct DotsMap {
 #ifdef SEGOPS_HOST_VECTORS
       constexpr index_t K = NVec * index_t(16 / sizeof(Acc));
       if (len <= K && room >= K) {
+        if constexpr (kSharesViews && DotRun<Acc, T, T>::vectors)
+          return masked_sums<NVec>(b * d, len, a);
         auto pair = [&](auto p) {
           const auto run =
               flat(DotRun<Acc, T, T>{v[decltype(p)::a].ptr + b * d, v[decltype(p)::b].ptr + b * d},
@@ -161,6 +164,55 @@ struct DotsMap {
   }
 
  private:
+  /// Whether pairs share views (inner_products: 3 pairs of 2 views), so that masked_sums' single
+  /// pass loads fewer vectors than a run per pair.
+  static constexpr bool kSharesViews = NV < 2 * int(sizeof...(Pairs));
+#ifdef SEGOPS_HOST_VECTORS
+  /// run_sums of a run of len <= NVec vectors at flat offset o: each pair's products summed as
+  /// masked_run_vec sums them (vectors 0, 2, 4 and 1, 3, 5 into two accumulators, lanes past the
+  /// run zero) and its lanes added across as lane_sum adds them, so the same bits as a masked run
+  /// per pair (vectors 0 and 1 start the accumulators instead of being added to zero: that can
+  /// change only the sign of a zero sum, and a[k] = 0 + r makes every zero +0). One loop over the
+  /// vectors, each view's vector loaded and masked once for every pair, and the pairs' lanes
+  /// added across together (lane_sums): a run per pair had the views' vectors all loaded up front,
+  /// spilled, and a reduction per pair.
+  template <int NVec, int W>
+  KOKKOS_FUNCTION void masked_sums(index_t o, index_t len, Acc (&a)[W]) const {
+    using V = typename HostVec<Acc>::type;
+    using Bits = typename HostVec<Acc>::bits;
+    constexpr int lanes = 16 / sizeof(Acc), NP = sizeof...(Pairs);
+    constexpr int NT = (NP + lanes - 1) / lanes * lanes;  // whole vectors of pairs for lane_sums
+    const auto* win = kRunWindow<Acc>.w + (kRunLength<Acc> - len);
+    static_assert(NVec >= 2);
+    V acc[2][NT] = {};
+    for (int j = 0; j < NVec; ++j) {
+      const Bits m = load_vec<Bits>(win + j * lanes);
+      V x[NV];
+      for (int q = 0; q < NV; ++q) x[q] = (V)(load_vec<Bits>(v[q].ptr + o + j * lanes) & m);
+      int p = 0;
+      if (j < 2)
+        ((acc[j][p++] = x[Pairs::a] * x[Pairs::b]), ...);
+      else
+        ((acc[j & 1][p++] += x[Pairs::a] * x[Pairs::b]), ...);
+    }
+    Acc r[NT];
+    for (int g = 0; g < NT; g += lanes) {
+      V t[lanes];
+      for (int i = 0; i < lanes; ++i) t[i] = acc[0][g + i] + acc[1][g + i];
+      const V sums = lane_sums(t);
+      for (int i = 0; i < lanes; ++i) r[g + i] = sums[i];
+    }
+    int p = 0;
+    auto add = [&](auto pair) {
+      using P = decltype(pair);
+      if constexpr (P::f == 1)
+        a[P::k] += r[p++];
+      else
+        a[P::k] += Acc(P::f) * r[p++];
+    };
+    (add(Pairs{}), ...);
+  }
+#endif
   /// f(k, accumulator k) for each k, from dot(p) = <v_A, v_B> of each pair p.
   template <class Dots, class F>
   KOKKOS_FORCEINLINE_FUNCTION void sums(const Dots& dot, F&& f) const {
