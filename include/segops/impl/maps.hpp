@@ -172,8 +172,12 @@ struct DotsMap {
   /// masked_run_vec sums them (vectors 0, 2, 4 and 1, 3, 5 into two accumulators, lanes past the
   /// run zero) and its lanes added across as lane_sum adds them, so the same bits as a masked run
   /// per pair (vectors 0 and 1 start the accumulators instead of being added to zero: that can
-  /// change only the sign of a zero sum, and a[k] = 0 + r makes every zero +0). One loop over the
-  /// vectors, each view's vector loaded and masked once for every pair, and the pairs' lanes
+  /// change only the sign of a zero sum, and a[k] = 0 + r makes every zero +0). Where the compiler
+  /// contracts multiply-adds (FMA with -ffp-contract=fast) the products, masked here before they
+  /// are formed, may fuse with the additions, as the longer runs' scalar loop's do: other bits
+  /// than a run per pair, as reproducible (keeping them apart, masking each product or passing it
+  /// through rounded(), cost inner_products 7 and 3 more instructions per element). One loop over
+  /// the vectors, each view's vector loaded and masked once for every pair, and the pairs' lanes
   /// added across together (lane_sums): a run per pair had the views' vectors all loaded up front,
   /// spilled, and a reduction per pair.
   template <int NVec, int W>
