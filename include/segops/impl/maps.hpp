@@ -124,8 +124,9 @@ struct DotsMap {
   }
   /// a = the accumulators of elements [b, e) (where packed_runs()). A run that fits the masked
   /// vectors (a short segment) is summed pair by pair, its rows read again from L1 (in one pass
-  /// where pairs share views: masked_sums, the same bits); a longer one in one pass over its
-  /// elements, so that a long segment's rows are read from memory once.
+  /// where pairs share views: masked_sums, the same bits unless multiply-adds are contracted); a
+  /// longer one in one pass over its elements, so that a long segment's rows are read from memory
+  /// once.
   template <int W, int NVec>
   KOKKOS_FUNCTION void run_sums(index_t b, index_t e, Acc (&a)[W]) const {
     for (int k = 0; k < W; ++k) a[k] = Acc(0);
