@@ -59,6 +59,7 @@ template <class O, class T, class S, int K>
 struct Combination {
   static_assert(K >= 1);
   static constexpr bool kReadsCoefficients = true;
+  static constexpr int kTerms = K;  // per element (segmented_transform's terms_v)
   using Coeffs = Kokkos::Array<O, K>;
   Mat<O> o;
   Kokkos::Array<Mat<const T>, K> t;
@@ -149,6 +150,7 @@ struct Combination {
 template <class C1, class C2 = void>
 struct Combinations {
   static constexpr bool kReadsCoefficients = true;
+  static constexpr int kTerms = C1::kTerms + C2::kTerms;
   struct Coeffs {
     typename C1::Coeffs a;
     typename C2::Coeffs b;
@@ -205,6 +207,7 @@ struct Combinations {
 template <class C1>
 struct Combinations<C1, void> {
   static constexpr bool kReadsCoefficients = true;
+  static constexpr int kTerms = C1::kTerms;
   using Coeffs = typename C1::Coeffs;
   C1 a;
   KOKKOS_FORCEINLINE_FUNCTION Coeffs coeffs(index_t s) const { return a.coeffs(s); }
