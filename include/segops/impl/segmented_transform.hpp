@@ -225,13 +225,14 @@ struct ElementTransform {
   /// gathers alone keeps many in flight; in the loop of an element's loads and stores, prefetched
   /// kAhead elements on, fewer (a test program of inner_products_backward's loop, rows of 3
   /// floats, N = 1e6, L = 3, 2 threads: 3.5-4.1 ms prefetched, 2.2 ms in chunks of 1024, 2.3 ms
-  /// of 256). The ops, same sizes, unsorted, 2 threads, old and new alternating, 2 runs each:
-  /// inner_products_backward 4.2-4.5 -> 3.9-4.1 ms (doubles 10.4-11.3 -> 7.1), its double
-  /// backward 13.2-13.6 -> 10.4-10.7 (29.7 -> 28.5-29.2), axpby_double_backward 16.7-17.9 ->
-  /// 11.7-12.5 (39.3-40.2 -> 39.7-40.2), axpy_double_backward 9.3-11.0 -> 7.0-7.1 (14.3-15.0 ->
-  /// 12.0-13.0). Chunks for every staged functor were slower with fewer terms: axpby 1.96-2.10 ->
-  /// 2.58-2.72 ms (2 terms), axpby_backward 4.8-5.7 -> 5.6-6.4 (2), rms_norm_backward in doubles
-  /// 2.1 -> 2.9-3.8; mul_double_backward (3) 5.2-5.9 -> 5.8-6.1.
+  /// of 256). The ops, same sizes, unsorted, 2 threads, old and new alternating: its double
+  /// backward 13.2-15.6 -> 10.2-10.8 ms (6 pairs; doubles 29.7 -> 28.5-29.2), axpby_double_backward
+  /// 16.0-17.9 -> 9.6-12.5 (5; doubles 39.3-40.2 -> 39.7-40.2), axpy_double_backward 6.1-11.0 ->
+  /// 5.6-7.1 (5; doubles 14.3-15.0 -> 12.0-13.0), inner_products_backward 4.2-4.5 -> 3.9-4.1 in 2
+  /// pairs, 3.50-3.68 -> 3.49-3.69 in 4 later ones (doubles 10.4-11.3 -> 7.1). Chunks for every
+  /// staged functor were slower with fewer terms: axpby 1.96-2.10 -> 2.58-2.72 ms (2 terms),
+  /// axpby_backward 4.8-5.7 -> 5.6-6.4 (2), rms_norm_backward in doubles 2.1 -> 2.9-3.8;
+  /// mul_double_backward (3) 5.2-5.9 -> 5.8-6.1.
   template <class G, class H>
   KOKKOS_FORCEINLINE_FUNCTION void staged_rows(index_t lo, index_t hi, const F& fl, const G& g,
                                                const H& h) const {
