@@ -65,21 +65,22 @@ struct first_or<Default, T, Ts...> {
   constexpr OpName op = SEGOPS_OP(NAME); \
   Kokkos::Profiling::ScopedRegion segops_region(op.label)
 
-#define SEGOPS_OP_CHECKS(NAME, EIN, SIN, SOUT, EOUT)                                            \
-  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(exec), SEGOPS_T(seg));                                       \
-  SEGOPS_PP_EACH(SEGOPS_S_EIN, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EIN)              \
-  SEGOPS_PP_EACH(SEGOPS_S_SIN, (NAME, SEGOPS_PP_FIRST SIN), SEGOPS_PP_UNPAREN SIN)              \
-  SEGOPS_PP_EACH(SEGOPS_S_SOUT, (NAME, _), SEGOPS_PP_UNPAREN SOUT)                              \
-  SEGOPS_PP_EACH(SEGOPS_S_EOUT, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EOUT)            \
-  SEGOPS_OP_BEGIN(NAME, SEGOPS_PP_FIRST EIN);                                                   \
-  using S = typename first_or<T SEGOPS_PP_EACH(SEGOPS_R_TYPE, _, SEGOPS_PP_UNPAREN SIN)>::type; \
-  Extents<SEGOPS_T(seg)>{op.name, seg, width_of(SEGOPS_PP_FIRST EIN)} SEGOPS_PP_EACH(           \
-      SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EIN)                                                  \
-      SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SIN)                                \
-          SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SOUT)                           \
-              SEGOPS_PP_EACH(SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EOUT);                         \
-  check_disjoint(op.name,                                                                       \
-                 {SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN SOUT)                      \
-                      SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN EOUT)},                \
-                 {SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN EIN)                       \
+#define SEGOPS_OP_CHECKS(NAME, EIN, SIN, SOUT, EOUT)                                      \
+  SEGOPS_CHECK_EXEC(NAME, SEGOPS_T(exec), SEGOPS_T(seg));                                 \
+  SEGOPS_PP_EACH(SEGOPS_S_EIN, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EIN)        \
+  SEGOPS_PP_EACH(SEGOPS_S_SIN, (NAME, SEGOPS_PP_FIRST SIN), SEGOPS_PP_UNPAREN SIN)        \
+  SEGOPS_PP_EACH(SEGOPS_S_SOUT, (NAME, _), SEGOPS_PP_UNPAREN SOUT)                        \
+  SEGOPS_PP_EACH(SEGOPS_S_EOUT, (NAME, SEGOPS_PP_FIRST EIN), SEGOPS_PP_UNPAREN EOUT)      \
+  SEGOPS_OP_BEGIN(NAME, SEGOPS_PP_FIRST EIN);                                             \
+  using S [[maybe_unused]] =                                                              \
+      typename first_or<T SEGOPS_PP_EACH(SEGOPS_R_TYPE, _, SEGOPS_PP_UNPAREN SIN)>::type; \
+  Extents<SEGOPS_T(seg)>{op.name, seg, width_of(SEGOPS_PP_FIRST EIN)} SEGOPS_PP_EACH(     \
+      SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EIN)                                            \
+      SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SIN)                          \
+          SEGOPS_PP_EACH(SEGOPS_R_SCALARS, _, SEGOPS_PP_UNPAREN SOUT)                     \
+              SEGOPS_PP_EACH(SEGOPS_R_ROWS, _, SEGOPS_PP_UNPAREN EOUT);                   \
+  check_disjoint(op.name,                                                                 \
+                 {SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN SOUT)                \
+                      SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN EOUT)},          \
+                 {SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN EIN)                 \
                       SEGOPS_PP_EACH(SEGOPS_R_SPAN, _, SEGOPS_PP_UNPAREN SIN)})

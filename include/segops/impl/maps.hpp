@@ -331,7 +331,10 @@ template <class Acc, int K>
 struct OutTuple {
   static constexpr int static_width = K;
   Kokkos::Array<Mat<Acc>, K> outs;
-  KOKKOS_FUNCTION Acc& operator()(index_t s, index_t k) const { return outs[k](s); }
+  KOKKOS_FUNCTION Acc& operator()(index_t s, index_t k) const {
+    if (k < 0 || k >= K) SEGOPS_UNREACHABLE();  // k < K: no out-of-bounds path for the compiler
+    return outs[k](s);
+  }
 };
 
 /// A per-segment matrix output (M, R, C) seen as an (M, R*C) accumulator row.

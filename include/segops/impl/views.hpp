@@ -158,7 +158,7 @@ KOKKOS_FORCEINLINE_FUNCTION void prefetch_row_of(index_t e, const V& v) {
 }
 /// prefetch_row_of each view.
 template <class... M>
-KOKKOS_FORCEINLINE_FUNCTION void prefetch_rows(index_t e, const M&... m) {
+KOKKOS_FORCEINLINE_FUNCTION void prefetch_rows([[maybe_unused]] index_t e, const M&... m) {
   (prefetch_row_of(e, m), ...);
 }
 
@@ -292,7 +292,7 @@ struct Mat3 {
 /// View of counts): what a per-element functor reads per segment.
 template <class... M>
 KOKKOS_FUNCTION index_t row_bytes(const M&... m) {
-  auto one = [](const auto& v) -> index_t {
+  [[maybe_unused]] auto one = [](const auto& v) -> index_t {
     if constexpr (requires { v.r; })
       return v.ptr ? v.r * v.c * index_t(sizeof(*v.ptr)) : 0;
     else if constexpr (requires { v.s1; })
