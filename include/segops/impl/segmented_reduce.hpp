@@ -1205,10 +1205,13 @@ struct SumReducer {
   static constexpr bool can_bucket = true;
   static constexpr int kMaxBucketWidth = 4;
   /// The rows of the valid elements of [lo, hi), element by element, each to rows + W * cur[b]++
-  /// for its segment's bucket b = s >> shift.
+  /// for its segment's bucket b = s >> shift. Host-only (BucketReduce), yet KOKKOS_FUNCTION, as
+  /// is bucket_sums: their lambdas, passed to the host-device map_rows and with_width, are then
+  /// host-device too; nvcc warned of each call of a host lambda there (#20013, #20015) when a CUDA
+  /// build ran the op on a host space (test_host_in_cuda.cpp).
   template <class IdT>
-  void bucket_rows(Acc* rows, index_t* cur, const IdT* id, index_t st, index_t lo, index_t hi,
-                   index_t m, int shift) const {
+  KOKKOS_FUNCTION void bucket_rows(Acc* rows, index_t* cur, const IdT* id, index_t st, index_t lo,
+                                   index_t hi, index_t m, int shift) const {
     auto each = [&](auto width) {
       constexpr int W = decltype(width)::value;
       map_rows<W>(lo, hi, [&](index_t e, const Acc* v) {
@@ -1222,8 +1225,8 @@ struct SumReducer {
   }
   /// Segments [s0, s1) = the sums of rows [p0, p1) (staged by bucket_rows), row p adding into
   /// segment s0 + local[p], in position order (element order within a segment); then finished.
-  void bucket_sums(const Acc* rows, const std::uint16_t* local, index_t p0, index_t p1, index_t s0,
-                   index_t s1) const {
+  KOKKOS_FUNCTION void bucket_sums(const Acc* rows, const std::uint16_t* local, index_t p0,
+                                   index_t p1, index_t s0, index_t s1) const {
     for (index_t s = s0; s < s1; ++s) init(OutSlot{s});
     if (Acc* o = dense_rows()) {  // packed output rows: widths and strides as constants
       auto each = [&](auto width) {
