@@ -60,6 +60,7 @@ struct Combination {
   static_assert(K >= 1);
   static constexpr bool kReadsCoefficients = true;
   static constexpr int kTerms = K;  // per element (segmented_transform's terms_v)
+  using value_type = O;             // of the output rows and the coefficients
   using Coeffs = Kokkos::Array<O, K>;
   Mat<O> o;
   Kokkos::Array<Mat<const T>, K> t;
@@ -151,6 +152,7 @@ template <class C1, class C2 = void>
 struct Combinations {
   static constexpr bool kReadsCoefficients = true;
   static constexpr int kTerms = C1::kTerms + C2::kTerms;
+  using value_type = typename C1::value_type;
   struct Coeffs {
     typename C1::Coeffs a;
     typename C2::Coeffs b;
@@ -208,6 +210,7 @@ template <class C1>
 struct Combinations<C1, void> {
   static constexpr bool kReadsCoefficients = true;
   static constexpr int kTerms = C1::kTerms;
+  using value_type = typename C1::value_type;
   using Coeffs = typename C1::Coeffs;
   C1 a;
   KOKKOS_FORCEINLINE_FUNCTION Coeffs coeffs(index_t s) const { return a.coeffs(s); }

@@ -56,6 +56,33 @@ constexpr int terms_of() {
 template <class F>
 inline constexpr int terms_v = terms_of<F>();
 
+/// Sorted ids, short segments: whether ElementTransform::rows takes coefficients only read
+/// (ReadsCoefficients) into the block's local array too, as it does those computed at a cost:
+/// where elements are single values (W = 1) and compute three terms or more, or rows of 3 floats
+/// and more than four terms. Read per element instead, each scaled by its term's constant, they
+/// cost more than the element's own work there: the functor's fields are reloaded past every
+/// store (they may alias). The ops before and after, called alternately in one process (the old
+/// headers compiled in a namespace of their own), N = 1e6, L = 3, 2 threads, median new/old of
+/// 200-300 pairs, for axpby_double_backward (6 terms), axpy_double_backward (4),
+/// mul_double_backward (3), inner_products_backward (4) and its double backward (4): single
+/// floats 0.73-0.76, 0.80-0.90, 0.73-0.77, 0.66-0.71, 0.82-0.85 (three runs); single doubles
+/// 0.86, 0.88 and 1.03, 0.94, 0.89, 0.96; N = 2^25, single floats 0.76, 0.92, 0.69, 0.71, 0.82;
+/// rows of 3 floats (3-4 runs) 0.87-0.93 for axpby_double_backward, but 0.97-1.09, 0.98-1.07,
+/// 0.81-0.98, 0.91-1.02 for the others (slower where this VM's cores ran undisturbed); rows of 3
+/// doubles 0.98, 1.06, 1.06, 1.02, 1.02. Fewer terms did not pay (single floats: axpby, two
+/// terms, 1.05-1.09: its constants stayed in registers).
+template <class F, int W>
+constexpr bool block_reads() {
+  if constexpr (!ReadsCoefficients<F>)
+    return false;
+  else if constexpr (W == 1)
+    return F::kTerms >= 3;
+  else
+    return W == 3 && sizeof(typename F::value_type) == 4 && F::kTerms > 4;
+}
+template <class F, int W>
+inline constexpr bool block_reads_v = block_reads<F, W>();
+
 /// The coefficients of a StagesCoefficients functor (a placeholder type for the others).
 template <class F>
 struct coeffs_of {
@@ -134,13 +161,13 @@ struct ElementTransform {
             auto staged = [&](index_t i, index_t s, const auto& c)
                               SEGOPS_INLINE { apply_coeffs<W>(fl, i, s, c); };
             if constexpr (PacksQuads<F, W>)
-              rows(blk, fl, each, staged, PackedQuad<F, W>{&fl});
+              rows<W>(blk, fl, each, staged, PackedQuad<F, W>{&fl});
             else
-              rows(blk, fl, each, staged, NoQuad{});
+              rows<W>(blk, fl, each, staged, NoQuad{});
           }))
         return;
     }
-    rows(
+    rows<0>(
         blk, fl, fl,
         [&](index_t i, index_t s, const auto& c) SEGOPS_INLINE { apply_coeffs<0>(fl, i, s, c); },
         NoQuad{});
@@ -273,8 +300,9 @@ struct ElementTransform {
   struct NoQuad {};
   /// g(i, s(i)) over the block, s = -1 for a dropped id (fl: the functor, for its segment rows;
   /// h: g with the segment's coefficients given; quad(i, s): elements i .. i + 3 of segments
-  /// s[0 .. 4) in range, or false where it cannot (nothing written), unless NoQuad).
-  template <class G, class H, class Q>
+  /// s[0 .. 4) in range, or false where it cannot (nothing written), unless NoQuad; W: the packed
+  /// width of the rows g writes, 0 for rows of any width).
+  template <int W, class G, class H, class Q>
   KOKKOS_FORCEINLINE_FUNCTION void rows(index_t blk, const F& fl, const G& g, const H& h,
                                         const Q& quad) const {
     const IdT* id = ids;
@@ -301,12 +329,15 @@ struct ElementTransform {
           }
           return;
         }
-        // Short segments whose coefficients cost divisions or square roots: each segment's
-        // computed once into a local array, which the elements then read (L = 3, 2^25 elements
-        // of 1 float, 2 threads: mean_backward 11.4 -> 9.8 ms, rms_norm_backward 13.7-15.0 ->
-        // 12.1 ms; rows of 3 floats are bound by memory either way). Not for functors that go
-        // four elements at a time (quad), which would give that up.
-        if constexpr (StagesCoefficients<F> && !ReadsCoefficients<F> && std::is_same_v<Q, NoQuad>) {
+        // Short segments: each segment's coefficients computed once into a local array, which
+        // the elements then read. Where they cost divisions or square roots (L = 3, 2^25
+        // elements of 1 float, 2 threads: mean_backward 11.4 -> 9.8 ms, rms_norm_backward
+        // 13.7-15.0 -> 12.1 ms; rows of 3 floats are bound by memory either way), and where they
+        // are only read (block_reads). Not for functors that go four elements at a time (quad),
+        // which would give that up.
+        constexpr bool kLocal =
+            StagesCoefficients<F> && (!ReadsCoefficients<F> || block_reads_v<F, W>);
+        if constexpr (kLocal && std::is_same_v<Q, NoQuad>) {
           if (const auto [s0, ns] = block_segments(lo, hi); ns <= Block) {
             Coeffs c[Block];
             for (index_t k = 0; k < ns; ++k) c[k] = fl.coeffs(s0 + k);
