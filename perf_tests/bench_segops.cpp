@@ -476,7 +476,9 @@ void usage() {
       "             [--csv FILE] [--notes FILE] [--no-overhead] [--quiet] [Kokkos options]\n"
       "             [--case op,order,dtype,index_type,N,M,D,sorted]\n"
       "  quick sweep by default (a few minutes); --full runs the whole sweep (hours);\n"
-      "  --case times SegOps alone on that one case (no copy, overhead or peers).\n");
+      "  --case times SegOps alone on that one case (no copy, overhead or peers);\n"
+      "  without --csv and --notes the results go to bench_cpp.csv and bench_notes.txt in the\n"
+      "  working directory.\n");
 }
 
 }  // namespace bench
