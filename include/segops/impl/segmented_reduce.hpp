@@ -524,7 +524,7 @@ auto tile_reduce(const Seg& seg, const R& r, Elem elem) {
 /// segments that cross tile ends (f: a TileReduce, items = its tiles, or a functor with its tags).
 template <class Exec, class F>
 void run_tiles(const Exec& exec, const F& f, index_t items, index_t ntiles, const char* label) {
-  using Sweep = Kokkos::RangePolicy<Exec, typename F::SweepTag, Kokkos::IndexType<index_t>>;
+  using Sweep = WorkItems<Exec, typename F::SweepTag>;
   using Fixup = Kokkos::RangePolicy<Exec, typename F::FixupTag, Kokkos::IndexType<index_t>>;
   Kokkos::parallel_for(label, Sweep(exec, 0, items), f);
   if (ntiles > 1) Kokkos::parallel_for(label, Fixup(exec, 0, ntiles), f);

@@ -536,8 +536,7 @@ void segmented_transform(const Exec& exec, const Seg& seg, const F& f, const cha
   const bool far = ahead && 4 * m * row > kLastLevelBytes;
   auto run = [&](auto staging) {
     Kokkos::parallel_for(
-        label,
-        Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (n + block - 1) / block),
+        label, WorkItems<Exec>(exec, 0, (n + block - 1) / block),
         element_transform<block, decltype(staging)::value>(seg, f, ahead, far, staged));
   };
   if constexpr (block > 1 && StagesCoefficients<F>)
