@@ -100,8 +100,8 @@ void gather_rows(const Exec& exec, const Seg& seg, Mat<const S> v, Mat<T> o, con
     if (ws.room >= m * o.d && stage_per_segment(seg, segment_row_bytes(g))) {
       const Mat<T> w{ws.data, m, o.d, o.d, 1};
       segment_transform(exec, seg, ScaledRows<G, T>{g, w}, label);
-      return segmented_transform(exec, seg,
-                                 GatherRows<T, T>{o, Mat<const T>{w.ptr, m, o.d, o.d, 1}}, label);
+      return segmented_transform(
+          exec, seg, GatherRows<T, T>{o, Mat<const T>{w.ptr, m, o.d, o.d, 1}, {}}, label);
     }
   }
   segmented_transform(exec, seg, g, label);
