@@ -54,7 +54,8 @@ void transform_reduce_map(const Exec& exec, const Seg& seg, const F& f, const Ma
 /// inner_products' backward, axpy and axpby are all this one pass. The sum starts at the first
 /// term, not at 0, so a product that is -0 stays -0 (and the loop has one add less per term).
 /// The coefficients are only read, not computed (kReadsCoefficients): segmented_transform stages
-/// them for unsorted ids only, where an element would read several per-segment inputs at random.
+/// them in the workspace for unsorted ids only, where an element would read several per-segment
+/// inputs at random; a block of sorted ids takes them once per segment where block_reads says so.
 template <class O, class T, class S, int K>
 struct Combination {
   static_assert(K >= 1);

@@ -40,7 +40,8 @@ concept StagesCoefficients = NamesSegmentRows<F> && requires(const F& f) {
 
 /// A StagesCoefficients functor whose coefficients are per-segment inputs read (times constants),
 /// not computed (F::kReadsCoefficients): staging them pays only where an element would read
-/// several of those inputs at random (unsorted ids); a sorted block reads them in order anyway.
+/// several of those inputs at random (unsorted ids); a sorted block reads them in order anyway,
+/// and takes them into its local array only where block_reads says so.
 template <class F>
 concept ReadsCoefficients = StagesCoefficients<F> && F::kReadsCoefficients;
 
@@ -76,9 +77,9 @@ constexpr bool block_reads() {
   if constexpr (!ReadsCoefficients<F>)
     return false;
   else if constexpr (W == 1)
-    return F::kTerms >= 3;
+    return terms_v<F> >= 3;
   else
-    return W == 3 && sizeof(typename F::value_type) == 4 && F::kTerms > 4;
+    return W == 3 && sizeof(typename F::value_type) == 4 && terms_v<F> > 4;
 }
 template <class F, int W>
 inline constexpr bool block_reads_v = block_reads<F, W>();
