@@ -548,8 +548,7 @@ void segmented_reduce(const Exec& exec, const Seg& seg, const R& r, const char* 
       F f{r,     seg.ids(), seg.bucket_starts().data(), seg.bucket_local().data(), ws.data, n, m,
           chunk, nb,        (n + chunk - 1) / chunk,    seg.bucket_shift()};
       using Stage = Kokkos::RangePolicy<Exec, typename F::StageTag, Kokkos::IndexType<index_t>>;
-      using Sum = Kokkos::RangePolicy<Exec, typename F::SumTag, Kokkos::Schedule<Kokkos::Dynamic>,
-                                      Kokkos::IndexType<index_t>>;
+      using Sum = WorkItems<Exec, typename F::SumTag>;
       Kokkos::parallel_for(label, Stage(exec, 0, f.nc), f);
       Kokkos::parallel_for(label, Sum(exec, 0, nb), f);
       return;

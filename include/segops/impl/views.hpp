@@ -19,22 +19,21 @@ using index_t = std::int64_t;
 /// segment starting at or after each multiple, so a tile finds its segments without searching.
 inline constexpr index_t kTileQuantum = 1024;
 
-/// The range of work items (element blocks, reduction tiles) of the main kernels, in Kokkos'
-/// dynamic schedule: on host backends a thread that runs out of items takes the next chunk (of
-/// Kokkos' automatic size, about 20 to 100 chunks a thread), so a thread that starts late or runs
-/// on a slower core does not hold up the call, as it does with the static halves. Each item writes
-/// outputs of its own, so which thread runs it changes no result. Device backends ignore the
-/// schedule. Sorted ids, L = 3, 2 threads, static and dynamic alternated call by call in one
-/// process, medians of the per-pair ratios over 2-6 runs. Rows of 3 floats: N = 1e6 sum
+/// The range of work items (element blocks, reduction tiles, bucketed sums' buckets) of the main
+/// kernels, in Kokkos' dynamic schedule: on host backends a thread that runs out of items takes the
+/// next chunk (of Kokkos' automatic size, about 20 to 100 chunks a thread), so a thread that starts
+/// late or runs on a slower core does not hold up the call, as it does with the static halves. Each
+/// item writes outputs of its own, so which thread runs it changes no result. Device backends
+/// ignore the schedule. Sorted ids, L = 3, 2 threads, static and dynamic alternated call by call in
+/// one process, medians of the per-pair ratios over 2-6 runs. Rows of 3 floats: N = 1e6 sum
 /// 0.81-1.01, axpby 0.91-1.01, dot_backward 0.88-1.01, mean_backward 0.88-1.00, sum_backward
-/// 0.88-1.01, the double backwards of axpby, axpy and mul 0.93-1.03; N = 1e5 0.72-0.85 (sum,
-/// axpby, dot_backward, mul and double backwards), mean_backward 0.99, sum_backward 0.89-1.07;
-/// N = 2^25 mul 0.93, dot_backward 0.92, axpby_double_backward 0.94, sum and sum_backward
-/// 1.00-1.01. Single floats, N = 2^25: sum 0.87-0.99, mul_double_backward 0.90, sum_backward
-/// 1.03-1.11 (a pure stream, which loses a little to the chunks). Unsorted ids, N = 1e6, rows
-/// of 3 floats (2 runs): inner_products_backward 0.87-0.91, dot_backward 0.80-0.98, mul
-/// 0.89-0.95, the others 0.92-1.00; sum, whose kernels this does not change, 1.05-1.09: the
-/// noise of such a measurement on this VM.
+/// 0.88-1.01, the double backwards of axpby, axpy and mul 0.93-1.03; N = 1e5 0.72-0.85 (sum, axpby,
+/// dot_backward, mul and double backwards), mean_backward 0.99, sum_backward 0.89-1.07; N = 2^25
+/// mul 0.93, dot_backward 0.92, axpby_double_backward 0.94, sum and sum_backward 1.00-1.01. Single
+/// floats, N = 2^25: sum 0.87-0.99, mul_double_backward 0.90, sum_backward 1.03-1.11 (a pure
+/// stream, which loses a little to the chunks). Unsorted ids, N = 1e6, rows of 3 floats (2 runs):
+/// inner_products_backward 0.87-0.91, dot_backward 0.80-0.98, mul 0.89-0.95, the others 0.92-1.00;
+/// sum, whose kernels this does not change, 1.05-1.09: the noise of such a measurement on this VM.
 template <class Exec, class... Tag>
 using WorkItems = Kokkos::RangePolicy<Exec, Tag..., Kokkos::Schedule<Kokkos::Dynamic>,
                                       Kokkos::IndexType<index_t>>;
