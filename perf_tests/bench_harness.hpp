@@ -63,8 +63,10 @@ struct Options {
   bool overhead = true;
   bool progress = true;
   /// --case: SegOps alone on this one case (the CSV key op,order,dtype,index_type,N,M,D,sorted),
-  /// no copy, overhead or peers; peers.py times SegOps so right before each case's Python peers.
+  /// no copy, overhead or peers; peers.py times SegOps so alongside each case's Python peers.
   std::string only_case;
+  /// --serve (with --case): the case's calls are sampled when peers.py asks (serve_calls).
+  bool serve = false;
 };
 
 struct Output {
@@ -185,6 +187,43 @@ inline std::vector<double> time_medians_interleaved(
                    opt.min_time * (r + 1) / kRounds, total[k], samples[k]);
   std::vector<double> medians;
   for (auto& s : samples) medians.push_back(median(s));
+  return medians;
+}
+
+/// --serve: like time_medians_interleaved, but the rounds are peers.py's, which takes this process'
+/// calls in turn with its Python peers', so that SegOps and they sample the same stretches of the
+/// VM's speed. A line protocol: this writes "segops-serve ready" to stdout once the calls are
+/// warm, then answers each line "sample RUNS SECONDS" read from stdin by bringing every call up to
+/// RUNS samples and SECONDS timed seconds and writing "segops-serve ok". End of input (or any other
+/// line) ends the sampling; the medians come back in the calls' order (of one sample where none
+/// was asked for).
+inline std::vector<double> serve_calls(
+    const std::vector<std::pair<std::string, std::function<void()>>>& calls) {
+  if (calls.empty()) return {};  // nothing checked: no "ready", and the process ends
+  std::vector<std::vector<double>> samples(calls.size());
+  std::vector<int> batch;
+  std::vector<double> total;
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    batch.push_back(warm_batch(calls[k].second, true, samples[k]));
+    total.push_back(samples[k].empty() ? 0.0 : samples[k][0]);
+  }
+  std::printf("segops-serve ready\n");
+  std::fflush(stdout);
+  char line[256];
+  int runs = 0;
+  double seconds = 0;
+  while (std::fgets(line, sizeof line, stdin) &&
+         std::sscanf(line, "sample %d %lf", &runs, &seconds) == 2) {
+    for (std::size_t k = 0; k < calls.size(); ++k)
+      sample_calls(calls[k].second, batch[k], runs, seconds, total[k], samples[k]);
+    std::printf("segops-serve ok\n");
+    std::fflush(stdout);
+  }
+  std::vector<double> medians;
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    sample_calls(calls[k].second, batch[k], 1, 0.0, total[k], samples[k]);  // none asked: one
+    medians.push_back(median(samples[k]));
+  }
   return medians;
 }
 
@@ -648,9 +687,10 @@ struct Case {
     }
   }
 
-  /// Times the pending calls interleaved (time_medians_interleaved) and writes their rows.
+  /// Times the pending calls interleaved (time_medians_interleaved; serve_calls with --serve) and
+  /// writes their rows.
   void time_pending() {
-    const auto t = time_medians_interleaved(pending, opt);
+    const auto t = opt.serve ? serve_calls(pending) : time_medians_interleaved(pending, opt);
     for (std::size_t k = 0; k < pending.size(); ++k) write_row(row, pending[k].first, t[k], bytes);
     pending.clear();
   }

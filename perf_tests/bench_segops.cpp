@@ -474,9 +474,10 @@ void usage() {
   std::printf(
       "bench_segops [--full] [--min-time S] [--min-runs K] [--ops a,b] [--max-n N]\n"
       "             [--csv FILE] [--notes FILE] [--no-overhead] [--quiet] [Kokkos options]\n"
-      "             [--case op,order,dtype,index_type,N,M,D,sorted]\n"
+      "             [--case op,order,dtype,index_type,N,M,D,sorted [--serve]]\n"
       "  quick sweep by default (a few minutes); --full runs the whole sweep (hours);\n"
       "  --case times SegOps alone on that one case (no copy, overhead or peers);\n"
+      "  --serve samples it on request (\"sample RUNS SECONDS\" lines on stdin; peers.py);\n"
       "  without --csv and --notes the results go to bench_cpp.csv and bench_notes.txt in the\n"
       "  working directory.\n");
 }
@@ -514,6 +515,8 @@ int main(int argc, char** argv) {
       opt.progress = false;
     else if (a == "--case")
       opt.only_case = next();
+    else if (a == "--serve")
+      opt.serve = true;
     else if (a == "--ops") {
       for (const auto& t : split_commas(next())) opt.ops.insert(t);
     } else if (a == "--help" || a == "-h") {
@@ -524,6 +527,11 @@ int main(int argc, char** argv) {
       usage();
       return 2;
     }
+  }
+  if (opt.serve && opt.only_case.empty()) {
+    std::fprintf(stderr, "--serve needs --case\n");
+    usage();
+    return 2;
   }
   if (opt.min_time < 0) opt.min_time = opt.full ? 0.2 : 0.05;
   omp_set_num_threads(Exec().concurrency());

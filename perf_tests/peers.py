@@ -384,27 +384,113 @@ def check(outs, refs, tol):
     return worst
 
 
-def time_median(call, sync, min_time, min_runs, warmed=False):
-    """Median seconds per call over batches of ~20 us (at least min_runs batches and min_time s).
-    warmed: the caller has just made a call (the checked one), which is the warm-up. A call that
-    fills a batch by itself is the first sample (torch's slowest backwards take 0.3-0.6 s a call at
-    N = 1e6: two calls fewer per measurement cut a quarter of the Python phase)."""
-    if not warmed:
-        sync(call())
-    t0 = time.perf_counter()
-    sync(call())
-    one = time.perf_counter() - t0
-    batch = int(min(max(20e-6 / max(one, 1e-9), 1), 1000))
-    samples, total = ([one], one) if batch == 1 else ([], 0.0)
-    while len(samples) < min_runs or total < min_time:
-        a = time.perf_counter()
-        for _ in range(batch):
+class Timer:
+    """Batches of ~20 us of one call, each call synced, sampled on request (sample) until a median
+    (median). warmed: the caller has just made a call (the checked one), which is the warm-up. A
+    call that fills a batch by itself is the first sample (torch's slowest backwards take 0.3-0.6 s
+    a call at N = 1e6: two calls fewer per measurement cut a quarter of the Python phase)."""
+
+    def __init__(self, call, sync, warmed=False):
+        self.call, self.sync = call, sync
+        if not warmed:
             sync(call())
-        dt = time.perf_counter() - a
-        samples.append(dt / batch)
-        total += dt
-    samples.sort()
-    return samples[len(samples) // 2]
+        t0 = time.perf_counter()
+        sync(call())
+        one = time.perf_counter() - t0
+        self.batch = int(min(max(20e-6 / max(one, 1e-9), 1), 1000))
+        self.samples, self.total = ([one], one) if self.batch == 1 else ([], 0.0)
+
+    def sample(self, runs, seconds):
+        """Batches until there are at least `runs` samples and `seconds` timed seconds."""
+        while len(self.samples) < runs or self.total < seconds:
+            a = time.perf_counter()
+            for _ in range(self.batch):
+                self.sync(self.call())
+            dt = time.perf_counter() - a
+            self.samples.append(dt / self.batch)
+            self.total += dt
+
+    def median(self):
+        s = sorted(self.samples)
+        return s[len(s) // 2]
+
+
+def time_median(call, sync, min_time, min_runs, warmed=False):
+    """Median seconds per call: at least min_runs batches and min_time seconds (Timer)."""
+    t = Timer(call, sync, warmed)
+    t.sample(min_runs, min_time)
+    return t.median()
+
+
+# Rounds of time_interleaved (bench_harness.hpp's kRounds).
+ROUNDS = 5
+# Seconds of rest before each turn of time_interleaved. OpenMP runtimes keep their idle threads
+# spinning for a while after a parallel region (GNU's, which torch and SegOps use here: 3.2 ms of
+# a worker's CPU time after each region, measured with 2 threads and 50 ms gaps; 0.18 ms with
+# GOMP_SPINCOUNT=10000), and in turns of ~10 ms that spinning would take a core from the start of
+# the next implementation's turn, in another process or in this one.
+SETTLE = 0.005
+
+
+def time_interleaved(timers, min_time, min_runs):
+    """Samples the timers in ROUNDS rounds that take each in turn, as the C++ suite's
+    time_medians_interleaved does: round r brings each up to (r + 1) / ROUNDS of min_runs samples
+    and of min_time seconds, so that all of them sample the same stretches of the VM's drifting
+    speed. A timer that fails (SegOps' process) does nothing in the rounds after it."""
+    for r in range(ROUNDS):
+        for t in timers:
+            time.sleep(SETTLE)
+            t.sample(-(-min_runs * (r + 1) // ROUNDS), min_time * (r + 1) / ROUNDS)
+
+
+class SegopsServer:
+    """SegOps on one case in a process of its own (`bench_segops --case KEY --serve`: same data as
+    the C++ suite, checked and timed the same way), sampled on request like a Timer, so that it
+    takes its turns in time_interleaved with the Python peers. None of its output but the protocol's
+    lines goes to stdout; its row comes back in its CSV when its input closes (finish)."""
+
+    def __init__(self, cmd, env, tmp):
+        self.csv = os.path.join(tmp, "case.csv")
+        self.err = os.path.join(tmp, "stderr.txt")
+        with open(self.err, "w") as err:  # a file: a full pipe would block the process
+            self.proc = subprocess.Popen(cmd + ["--csv", self.csv, "--notes", os.path.join(tmp, "notes.txt"),
+                                                "--serve"], env=env, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=err, text=True)
+        self.alive = self._expect("ready")
+
+    def _expect(self, word):
+        for line in self.proc.stdout:
+            if line.strip() == "segops-serve " + word:
+                return True
+        return False  # the process ended (a failure, said by finish)
+
+    def sample(self, runs, seconds):
+        if self.alive:
+            try:
+                self.proc.stdin.write(f"sample {runs} {seconds!r}\n")
+                self.proc.stdin.flush()
+                self.alive = self._expect("ok")
+            except OSError:
+                self.alive = False
+
+    def finish(self):
+        """(median seconds or None, why not)."""
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        self.proc.stdout.read()
+        rc = self.proc.wait()
+        with open(self.err) as f:
+            err = f.read()
+        rows = []
+        if os.path.exists(self.csv):
+            with open(self.csv) as f:
+                rows = list(csv.DictReader(f))
+        row = next((x for x in rows if x["impl"] == "segops"), None)
+        if rc != 0 or row is None or not self.alive:
+            return None, f"exit {rc} {err.strip()[-200:]}"
+        return float(row["median_s"]), ""
 
 
 # ----------------------------------------------------------------------------- the peers
@@ -956,7 +1042,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--full", action="store_true", help="run every case of the C++ CSV")
     ap.add_argument("--segops-bin", default=None,
-                    help="bench_segops: SegOps is timed again right before each case's peers (row segops_adjacent)")
+                    help="bench_segops: SegOps is timed again, in turns with each case's peers (row segops_adjacent)")
     ap.add_argument("--cache", default=os.environ.get("SEGOPS_CACHE", os.path.expanduser("~/.cache/segops")))
     args = ap.parse_args()
 
@@ -1015,27 +1101,15 @@ def main():
 
     # The C++ suite ran minutes earlier, under whatever memory bandwidth the machine gave then (on
     # a shared VM its copy moved from 24 to 40 GB/s between the two phases of one run). So SegOps
-    # is timed once more on each case, in a process of its own right before that case's peers, and
-    # the summary compares the Python peers with that row.
-    def segops_adjacent(k):
+    # is timed once more on each case, in a process of its own that takes turns with that case's
+    # Python peers (time_interleaved), and the summary compares the Python peers with that row.
+    def segops_server(k, tmp):
         if not args.segops_bin:
             return None
-        with tempfile.TemporaryDirectory() as tmp:
-            out_csv, out_notes = os.path.join(tmp, "case.csv"), os.path.join(tmp, "notes.txt")
-            env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads", OMP_NUM_THREADS=str(args.threads))
-            cmd = [args.segops_bin, "--case", ",".join(k), "--csv", out_csv, "--notes", out_notes, "--quiet",
-                   "--min-time", str(args.min_time), "--min-runs", str(args.min_runs),
-                   f"--kokkos-num-threads={args.threads}"]
-            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
-            rows_ = []
-            if os.path.exists(out_csv):
-                with open(out_csv) as f:
-                    rows_ = list(csv.DictReader(f))
-            row = next((x for x in rows_ if x["impl"] == "segops"), None)
-            if r.returncode != 0 or row is None:
-                note(f"failed: segops_adjacent [{' '.join(k)}]: exit {r.returncode} {r.stderr.strip()[-200:]}")
-                return None
-            return float(row["median_s"])
+        env = dict(os.environ, OMP_PROC_BIND="spread", OMP_PLACES="threads", OMP_NUM_THREADS=str(args.threads))
+        cmd = [args.segops_bin, "--case", ",".join(k), "--quiet", "--min-time", str(args.min_time),
+               "--min-runs", str(args.min_runs), f"--kokkos-num-threads={args.threads}"]
+        return SegopsServer(cmd, env, tmp)
 
     start_copy, how = copy_now()
     out = open(args.csv, "w", newline="")
@@ -1051,35 +1125,41 @@ def main():
             note(f"failed: reference for {' '.join(k)}: {e}")
             continue
         tol = 2e-3 if c.dtype == np.float32 else 1e-9
-        t = segops_adjacent(k) if peers else None
-        if t is not None:
-            gbps = c.bytes / t / 1e9
-            w.writerow(list(k) + ["segops_adjacent", f"{t:.6e}", f"{c.bytes:.0f}", f"{gbps:.4f}",
-                                  f"{gbps / copy_gbps if copy_gbps else 0:.4f}"])
-            out.flush()
-        for p in peers:
-            try:
-                impls = p.impls(c, ins)
-            except Exception as e:  # noqa: BLE001
-                note(f"failed: {p.name} setup [{' '.join(k)}]: {type(e).__name__}: {e}")
-                continue
-            for name, call in impls.items():
+        with tempfile.TemporaryDirectory() as tmp:
+            server = segops_server(k, tmp) if peers else None
+            timers = []  # (impl name, Timer); SegOps' first
+            for p in peers:
                 try:
-                    err = check(p.to_numpy(p.sync(call())), refs, tol)
+                    impls = p.impls(c, ins)
                 except Exception as e:  # noqa: BLE001
-                    tag = (name, c.op, c.order, type(e).__name__)
-                    if tag not in said:
-                        said.add(tag)
-                        note(f"failed: {name} [{' '.join(k)}]: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                    note(f"failed: {p.name} setup [{' '.join(k)}]: {type(e).__name__}: {e}")
                     continue
-                if not err <= tol:
-                    note(f"wrong: {name} [{' '.join(k)}] max relative error {err:.3g} > {tol}; not timed")
-                    continue
-                t = time_median(call, p.sync, args.min_time, args.min_runs, warmed=True)
+                for name, call in impls.items():
+                    try:
+                        err = check(p.to_numpy(p.sync(call())), refs, tol)
+                    except Exception as e:  # noqa: BLE001
+                        tag = (name, c.op, c.order, type(e).__name__)
+                        if tag not in said:
+                            said.add(tag)
+                            note(f"failed: {name} [{' '.join(k)}]: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                        continue
+                    if not err <= tol:
+                        note(f"wrong: {name} [{' '.join(k)}] max relative error {err:.3g} > {tol}; not timed")
+                        continue
+                    timers.append((name, Timer(call, p.sync, warmed=True)))
+            time_interleaved(([server] if server else []) + [t for _, t in timers], args.min_time, args.min_runs)
+            if server:
+                t, why = server.finish()
+                if t is None:
+                    note(f"failed: segops_adjacent [{' '.join(k)}]: {why}")
+                else:
+                    timers.insert(0, ("segops_adjacent", t))
+            for name, t in timers:
+                t = t if isinstance(t, float) else t.median()
                 gbps = c.bytes / t / 1e9
                 w.writerow(list(k) + [name, f"{t:.6e}", f"{c.bytes:.0f}", f"{gbps:.4f}",
                                       f"{gbps / copy_gbps if copy_gbps else 0:.4f}"])
-                out.flush()
+            out.flush()
     out.close()
     end_copy, _ = copy_now()
     note(f"copy: Python peers' phase ({how}, 2^25 floats): {start_copy:.2f} GB/s at its start, "

@@ -36,7 +36,7 @@ def is_segops(impl):
 
 
 def py_side(seg, rows):
-    """The SegOps row to compare a case's Python peers with: the one peers.py timed right before
+    """The SegOps row to compare a case's Python peers with: the one peers.py timed in turns with
     them (segops_adjacent), else the C++ suite's."""
     return next((r for r in rows if r["impl"] == "segops_adjacent"), seg)
 
@@ -129,9 +129,9 @@ def main():
     print()
     print("Per op at the largest N with Python peers (float, int32, D=3, L=3); GB/s from the op's minimal bytes;")
     print("'x' = how many times faster SegOps is than the best peer (<1: slower), against the Python peers")
-    print("with SegOps timed again right before them (segops_adjacent) where it was; 'cp same' = a copy of the")
-    print("same bytes at the same size (the op's ceiling in this cache); 'SegOps@py' = SegOps' GB/s timed right")
-    print("before the case's Python peers")
+    print("with SegOps timed again in turns with them (segops_adjacent) where it was; 'cp same' = a copy of the")
+    print("same bytes at the same size (the op's ceiling in this cache); 'SegOps@py' = SegOps' GB/s timed in")
+    print("turns with the case's Python peers")
     opw = max([10] + [len(o) + 1 for o, _ in ops])  # inner_products, component_sum
     ow = max([4] + [len(o) + 1 for _, o in ops])  # "build" (the descriptor)
     hdr = (f"{'op':<{opw}}{'ord':<{ow}}{'ids':<9}{'N':>8} {'SegOps':>7} {'copy%':>6} {'cp same':>7}  {'best C++ peer':<26}"
