@@ -107,6 +107,13 @@ Data make_data(const Options& o) {
   for (Rows* r : {&d.o1, &d.o2, &d.o3}) *r = Rows("out", d.n, d.d);
   d.os = Rows("os", d.m, d.d);
   for (Vals* v : {&d.p1, &d.p2, &d.p3}) *v = Vals("out", d.m);
+  d.arg = decltype(d.arg)("arg", d.m, d.d);  // the first element of each segment's max, or -1
+  Kokkos::deep_copy(d.arg, -1);
+  for (std::int64_t i = 0; i < d.n; ++i)
+    for (std::int64_t k = 0; k < d.d; ++k) {
+      std::int64_t& a = d.arg(ids[i], k);
+      if (a < 0 || d.x(i, k) > d.x(a, k)) a = i;
+    }
   return d;
 }
 

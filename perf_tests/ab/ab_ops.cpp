@@ -80,6 +80,12 @@ void run_work(int k, Data& d) {
     case 15:
       segmented_rms_norm_backward(s, d.x, d.r, d.a, d.o1);
       break;
+    case 16:
+      segmented_max_backward(s, d.arg, d.gs, d.o1);
+      break;
+    case 17:
+      segmented_max_double_backward(s, d.arg, d.u, d.os);
+      break;
     default:
       break;
   }
