@@ -614,6 +614,16 @@ struct SegmentBlocks {
   }
 };
 
+/// Whether SegmentBlocks prefetches f's rows (unsorted ids): where f says (prefetch_pays()), else
+/// always.
+template <class F>
+bool prefetch_pays(const F& f) {
+  if constexpr (requires { f.prefetch_pays(); })
+    return f.prefetch_pays();
+  else
+    return true;
+}
+
 /// The per-segment counterpart: f(s) for every segment (gathers from an arg element, say).
 template <class Exec, class Seg, class F>
 void segment_transform(const Exec& exec, const Seg& seg, const F& f, const char* label) {
@@ -622,7 +632,7 @@ void segment_transform(const Exec& exec, const Seg& seg, const F& f, const char*
   Kokkos::parallel_for(
       label,
       Kokkos::RangePolicy<Exec, Kokkos::IndexType<index_t>>(exec, 0, (m + block - 1) / block),
-      SegmentBlocks<F, block>{f, m, !seg.sorted()});
+      SegmentBlocks<F, block>{f, m, !seg.sorted() && prefetch_pays(f)});
 }
 
 /// No scaling of gathered rows.
