@@ -159,6 +159,20 @@ double time_median(F&& call, const Options& opt) {
   return median(samples);
 }
 
+/// One implementation's samples, taken in turns with others': warm_batch first (the call just
+/// made once and checked: `warmed`), then sample(runs, seconds) brings them up to those totals.
+struct TurnSamples {
+  const std::function<void()>& call;
+  std::vector<double> samples;
+  int batch;
+  double total;
+  explicit TurnSamples(const std::function<void()>& c)
+      : call(c), batch(warm_batch(c, true, samples)), total(samples.empty() ? 0.0 : samples[0]) {}
+  void sample(int runs, double seconds) {
+    sample_calls(call, batch, runs, seconds, total, samples);
+  }
+};
+
 /// Rounds of time_medians_interleaved.
 inline constexpr int kRounds = 5;
 
@@ -172,21 +186,16 @@ inline constexpr int kRounds = 5;
 /// `warmed`); the medians come back in their order.
 inline std::vector<double> time_medians_interleaved(
     const std::vector<std::pair<std::string, std::function<void()>>>& calls, const Options& opt) {
-  std::vector<std::vector<double>> samples(calls.size());
-  std::vector<int> batch;
-  std::vector<double> total;
-  for (std::size_t k = 0; k < calls.size(); ++k) {
-    batch.push_back(warm_batch(calls[k].second, true, samples[k]));
-    total.push_back(samples[k].empty() ? 0.0 : samples[k][0]);
-  }
+  std::vector<TurnSamples> each;
+  each.reserve(calls.size());
+  for (const auto& c : calls) each.emplace_back(c.second);
   // round r brings each implementation up to (r + 1) / kRounds of min_runs samples and of
   // min_time seconds: as many calls in all as time_median takes
   for (int r = 0; r < kRounds; ++r)
-    for (std::size_t k = 0; k < calls.size(); ++k)
-      sample_calls(calls[k].second, batch[k], (opt.min_runs * (r + 1) + kRounds - 1) / kRounds,
-                   opt.min_time * (r + 1) / kRounds, total[k], samples[k]);
+    for (auto& e : each)
+      e.sample((opt.min_runs * (r + 1) + kRounds - 1) / kRounds, opt.min_time * (r + 1) / kRounds);
   std::vector<double> medians;
-  for (auto& s : samples) medians.push_back(median(s));
+  for (auto& e : each) medians.push_back(median(e.samples));
   return medians;
 }
 
@@ -200,13 +209,9 @@ inline std::vector<double> time_medians_interleaved(
 inline std::vector<double> serve_calls(
     const std::vector<std::pair<std::string, std::function<void()>>>& calls) {
   if (calls.empty()) return {};  // nothing checked: no "ready", and the process ends
-  std::vector<std::vector<double>> samples(calls.size());
-  std::vector<int> batch;
-  std::vector<double> total;
-  for (std::size_t k = 0; k < calls.size(); ++k) {
-    batch.push_back(warm_batch(calls[k].second, true, samples[k]));
-    total.push_back(samples[k].empty() ? 0.0 : samples[k][0]);
-  }
+  std::vector<TurnSamples> each;
+  each.reserve(calls.size());
+  for (const auto& c : calls) each.emplace_back(c.second);
   std::printf("segops-serve ready\n");
   std::fflush(stdout);
   char line[256];
@@ -214,15 +219,14 @@ inline std::vector<double> serve_calls(
   double seconds = 0;
   while (std::fgets(line, sizeof line, stdin) &&
          std::sscanf(line, "sample %d %lf", &runs, &seconds) == 2) {
-    for (std::size_t k = 0; k < calls.size(); ++k)
-      sample_calls(calls[k].second, batch[k], runs, seconds, total[k], samples[k]);
+    for (auto& e : each) e.sample(runs, seconds);
     std::printf("segops-serve ok\n");
     std::fflush(stdout);
   }
   std::vector<double> medians;
-  for (std::size_t k = 0; k < calls.size(); ++k) {
-    sample_calls(calls[k].second, batch[k], 1, 0.0, total[k], samples[k]);  // none asked: one
-    medians.push_back(median(samples[k]));
+  for (auto& e : each) {
+    e.sample(1, 0.0);  // none asked for: one
+    medians.push_back(median(e.samples));
   }
   return medians;
 }
