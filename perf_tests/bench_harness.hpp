@@ -168,7 +168,9 @@ struct TurnSamples {
   double total;
   explicit TurnSamples(const std::function<void()>& c)
       : call(c), batch(warm_batch(c, true, samples)), total(samples.empty() ? 0.0 : samples[0]) {}
-  void sample(int runs, double seconds) {
+  /// warm: seconds of untimed calls first (at least one where warm > 0).
+  void sample(int runs, double seconds, double warm = 0) {
+    for (double t = 0; t < warm;) t += time_calls(call, batch);
     sample_calls(call, batch, runs, seconds, total, samples);
   }
 };
@@ -202,10 +204,10 @@ inline std::vector<double> time_medians_interleaved(
 /// --serve: like time_medians_interleaved, but the rounds are peers.py's, which takes this process'
 /// calls in turn with its Python peers', so that SegOps and they sample the same stretches of the
 /// VM's speed. A line protocol: this writes "segops-serve ready" to stdout once the calls are
-/// warm, then answers each line "sample RUNS SECONDS" read from stdin by bringing every call up to
-/// RUNS samples and SECONDS timed seconds and writing "segops-serve ok". End of input (or any other
-/// line) ends the sampling; the medians come back in the calls' order (of one sample where none
-/// was asked for).
+/// warm, then answers each line "sample RUNS SECONDS [WARM]" read from stdin by making untimed
+/// calls for WARM seconds, then bringing every call up to RUNS samples and SECONDS timed seconds,
+/// and writing "segops-serve ok". End of input (or any other line) ends the sampling; the medians
+/// come back in the calls' order (of one sample where none was asked for).
 inline std::vector<double> serve_calls(
     const std::vector<std::pair<std::string, std::function<void()>>>& calls) {
   if (calls.empty()) return {};  // nothing checked: no "ready", and the process ends
@@ -216,10 +218,11 @@ inline std::vector<double> serve_calls(
   std::fflush(stdout);
   char line[256];
   int runs = 0;
-  double seconds = 0;
+  double seconds = 0, warm = 0;
   while (std::fgets(line, sizeof line, stdin) &&
-         std::sscanf(line, "sample %d %lf", &runs, &seconds) == 2) {
-    for (auto& e : each) e.sample(runs, seconds);
+         std::sscanf(line, "sample %d %lf %lf", &runs, &seconds, &warm) >= 2) {
+    for (auto& e : each) e.sample(runs, seconds, warm);
+    warm = 0;
     std::printf("segops-serve ok\n");
     std::fflush(stdout);
   }

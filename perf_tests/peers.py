@@ -400,8 +400,13 @@ class Timer:
         self.batch = int(min(max(20e-6 / max(one, 1e-9), 1), 1000))
         self.samples, self.total = ([one], one) if self.batch == 1 else ([], 0.0)
 
-    def sample(self, runs, seconds):
-        """Batches until there are at least `runs` samples and `seconds` timed seconds."""
+    def sample(self, runs, seconds, warm=0.0):
+        """Untimed batches for `warm` seconds (at least one where warm > 0), then timed batches
+        until there are at least `runs` samples and `seconds` timed seconds."""
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < warm:
+            for _ in range(self.batch):
+                self.sync(self.call())
         while len(self.samples) < runs or self.total < seconds:
             a = time.perf_counter()
             for _ in range(self.batch):
@@ -430,6 +435,13 @@ ROUNDS = 5
 # GOMP_SPINCOUNT=10000), and in turns of ~10 ms that spinning would take a core from the start of
 # the next implementation's turn, in another process or in this one.
 SETTLE = 0.005
+# Seconds of untimed calls (at least one) that start each turn of time_interleaved. Turns of
+# ~10 ms start slow on this VM, whatever ran before them: dot bwd, sorted, N = 1e6, rows of 3
+# floats (53 MB), SegOps 1.09 ms sampled alone, 1.47-2.04 ms in turns with the Python peers (with
+# 5 or 50 ms of rest before each; with 40-200 ms idle gaps and no peers between its turns 1.16
+# ms), 1.06 ms in turns ten times longer (torch's 5.8 ms there 3.0); with 10 ms of untimed calls
+# first 1.12-1.21 ms, with 20 ms 1.04-1.06 ms (jax_vjp 5.1-5.5 ms without, 2.0-2.4 with).
+TURN_WARM = 0.02
 
 
 def time_interleaved(timers, min_time, min_runs):
@@ -440,7 +452,7 @@ def time_interleaved(timers, min_time, min_runs):
     for r in range(ROUNDS):
         for t in timers:
             time.sleep(SETTLE)
-            t.sample(-(-min_runs * (r + 1) // ROUNDS), min_time * (r + 1) / ROUNDS)
+            t.sample(-(-min_runs * (r + 1) // ROUNDS), min_time * (r + 1) / ROUNDS, TURN_WARM)
 
 
 class SegopsServer:
@@ -464,10 +476,10 @@ class SegopsServer:
                 return True
         return False  # the process ended (a failure, said by finish)
 
-    def sample(self, runs, seconds):
+    def sample(self, runs, seconds, warm=0.0):
         if self.alive:
             try:
-                self.proc.stdin.write(f"sample {runs} {seconds!r}\n")
+                self.proc.stdin.write(f"sample {runs} {seconds!r} {warm!r}\n")
                 self.proc.stdin.flush()
                 self.alive = self._expect("ok")
             except OSError:
