@@ -477,7 +477,7 @@ void usage() {
       "             [--case op,order,dtype,index_type,N,M,D,sorted [--serve]]\n"
       "  quick sweep by default (a few minutes); --full runs the whole sweep (hours);\n"
       "  --case times SegOps alone on that one case (no copy, overhead or peers);\n"
-      "  --serve samples it on request (\"sample RUNS SECONDS\" lines on stdin; peers.py);\n"
+      "  --serve samples it on request (\"sample RUNS SECONDS [WARM]\" lines on stdin; peers.py);\n"
       "  without --csv and --notes the results go to bench_cpp.csv and bench_notes.txt in the\n"
       "  working directory.\n");
 }
