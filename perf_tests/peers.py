@@ -1139,7 +1139,7 @@ def main():
         tol = 2e-3 if c.dtype == np.float32 else 1e-9
         with tempfile.TemporaryDirectory() as tmp:
             server = segops_server(k, tmp) if peers else None
-            timers = []  # (impl name, Timer); SegOps' first
+            timers = []  # (impl name, Timer) of the checked peers
             for p in peers:
                 try:
                     impls = p.impls(c, ins)
@@ -1160,14 +1160,14 @@ def main():
                         continue
                     timers.append((name, Timer(call, p.sync, warmed=True)))
             time_interleaved(([server] if server else []) + [t for _, t in timers], args.min_time, args.min_runs)
+            medians = [(name, t.median()) for name, t in timers]
             if server:
                 t, why = server.finish()
                 if t is None:
                     note(f"failed: segops_adjacent [{' '.join(k)}]: {why}")
                 else:
-                    timers.insert(0, ("segops_adjacent", t))
-            for name, t in timers:
-                t = t if isinstance(t, float) else t.median()
+                    medians.insert(0, ("segops_adjacent", t))
+            for name, t in medians:
                 gbps = c.bytes / t / 1e9
                 w.writerow(list(k) + [name, f"{t:.6e}", f"{c.bytes:.0f}", f"{gbps:.4f}",
                                       f"{gbps / copy_gbps if copy_gbps else 0:.4f}"])
