@@ -27,6 +27,7 @@ struct Data {
   Rows o1, o2, o3, os;      // element outputs; os: a row per segment
   Vals p1, p2, p3;          // per-segment outputs
   Kokkos::View<std::int64_t**, Kokkos::LayoutRight, Host> arg;  // (M, D): x's max per segment
+  Kokkos::View<std::int64_t*, Host> argn;  // (M): the row of x of largest norm per segment
 };
 
 /// The ops both sides run (segops::segmented_<name>), in ab_ops.cpp's order.
@@ -47,7 +48,9 @@ inline constexpr const char* kOps[] = {"sum",
                                        "axpy_double_backward",
                                        "rms_norm_backward",
                                        "max_backward",
-                                       "max_double_backward"};
+                                       "max_double_backward",
+                                       "max_norm_backward",
+                                       "max_norm_double_backward"};
 inline constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);
 
 /// Runs op k of kOps on d with the baseline's headers or the working tree's; k < 0 releases the

@@ -114,6 +114,14 @@ Data make_data(const Options& o) {
       std::int64_t& a = d.arg(ids[i], k);
       if (a < 0 || d.x(i, k) > d.x(a, k)) a = i;
     }
+  d.argn = decltype(d.argn)("argn", d.m);  // the first element of each segment's largest norm
+  Kokkos::deep_copy(d.argn, -1);
+  std::vector<T> norm2(d.n, T(0));
+  for (std::int64_t i = 0; i < d.n; ++i) {
+    for (std::int64_t k = 0; k < d.d; ++k) norm2[i] += d.x(i, k) * d.x(i, k);
+    std::int64_t& a = d.argn(ids[i]);
+    if (a < 0 || norm2[i] > norm2[a]) a = i;
+  }
   return d;
 }
 

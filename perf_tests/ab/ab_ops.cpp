@@ -86,6 +86,12 @@ void run_work(int k, Data& d) {
     case 17:
       segmented_max_double_backward(s, d.arg, d.u, d.os);
       break;
+    case 18:
+      segmented_max_norm_backward(s, d.x, d.argn, d.a, d.o1);
+      break;
+    case 19:
+      segmented_max_norm_double_backward(s, d.x, d.argn, d.a, d.u, d.p1, d.o1);
+      break;
     default:
       break;
   }
