@@ -171,6 +171,11 @@ struct MaxNormScatter {
   Mat<const S> g;
   Mat<GG> gg;  // Double only
   KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, x.d); }
+  /// Prefetched at every size (no prefetch_pays): the row's norm waits on the load of x_i, which
+  /// the prefetch takes out of the way. Unsorted ids, L = 3, rows of 3 floats, 2 threads, on a
+  /// 2-vCPU Zen 5 (scripts/ab.sh, without the prefetch against with it, medians of the pair
+  /// ratios): backward 1.25-1.53 at N = 1e6, 1.61 at 1e7 and 2^25; double backward 2.00, 1.98,
+  /// 1.94. ArgScatter, which only stores, is another matter.
   KOKKOS_FUNCTION void prefetch_segment(index_t s) const {  // SegmentBlocks
     const index_t i = static_cast<index_t>(arg(s));
     if (i < 0 || i >= x.n) return;
@@ -235,6 +240,9 @@ struct ArgScatter {
   /// 1.69-1.82 -> 1.42-1.48 ms (median ratios 0.78-0.84, 4 runs), single floats 0.68-0.69,
   /// rows of 3 doubles 0.95. Beyond the cache the prefetches cost more than they save: rows of
   /// 3 floats, N = 1e7 1.11, 2^25 1.07 (prefetchw in place of prefetcht0: 1.15 and 1.09).
+  /// On a 2-vCPU Zen 5 (32 MiB L3) the same N = 1e6 comparison went either way with the VM's
+  /// phase: without the prefetch 0.64-0.76 of the time in runs where the op took 0.6-0.8 ms,
+  /// 1.08 in one where it took 1.2 ms; prefetchw 0.78-1.02. Kept as measured on the Xeon.
   bool prefetch_pays() const { return gx.n * gx.d * index_t(sizeof(GX)) <= kLastLevelBytes; }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, g, arg); }
   template <class At, class Width>
