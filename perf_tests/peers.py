@@ -400,18 +400,21 @@ class Timer:
         self.batch = int(min(max(20e-6 / max(one, 1e-9), 1), 1000))
         self.samples, self.total = ([one], one) if self.batch == 1 else ([], 0.0)
 
+    def batch_seconds(self):
+        """Seconds of one batch of synced calls."""
+        a = time.perf_counter()
+        for _ in range(self.batch):
+            self.sync(self.call())
+        return time.perf_counter() - a
+
     def sample(self, runs, seconds, warm=0.0):
         """Untimed batches for `warm` seconds (at least one where warm > 0), then timed batches
         until there are at least `runs` samples and `seconds` timed seconds."""
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < warm:
-            for _ in range(self.batch):
-                self.sync(self.call())
+        t = 0.0
+        while t < warm:
+            t += self.batch_seconds()
         while len(self.samples) < runs or self.total < seconds:
-            a = time.perf_counter()
-            for _ in range(self.batch):
-                self.sync(self.call())
-            dt = time.perf_counter() - a
+            dt = self.batch_seconds()
             self.samples.append(dt / self.batch)
             self.total += dt
 
