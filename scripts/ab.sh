@@ -6,8 +6,9 @@
 # `git archive BASE_REV`, its namespace renamed), called alternately on the same data; prints, per
 # op, whether the bits agree, both medians and the quartiles of the per-pair ratios work/base
 # (below 1: the working tree is faster). Built in build-ab/ (Release flags of the suite, -O3) with
-# the cached host Kokkos (scripts/provision_kokkos.sh) or Kokkos_ROOT; runs on SEGOPS_THREADS
-# threads (default: all cores). Exit 1 when some op's bits differ.
+# the cached host Kokkos (scripts/provision_kokkos.sh) or Kokkos_ROOT, plus SEGOPS_AB_CXXFLAGS on
+# both sides (e.g. "-mavx2"); runs on SEGOPS_THREADS threads (default: all cores). Exit 1 when some
+# op's bits differ.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -25,10 +26,12 @@ out=build-ab
 mkdir -p "$out"
 flags=(-O3 -DNDEBUG -fopenmp -std=gnu++20 -isystem "$Kokkos_ROOT/include" -Iperf_tests/ab)
 [ $flavour = double ] && flags+=(-DSEGOPS_AB_DOUBLE)
+read -r -a extra <<<"${SEGOPS_AB_CXXFLAGS:-}"
+flags+=("${extra[@]}")
 cxx=${CXX:-g++}
 pids=()
 # the baseline's headers and its object, kept per revision, flavour and version of the ops file
-tag=$rev-$flavour-$(cat perf_tests/ab/ab_common.hpp perf_tests/ab/ab_ops.cpp | sha1sum | cut -c1-8)
+tag=$rev-$flavour-$( (cat perf_tests/ab/ab_common.hpp perf_tests/ab/ab_ops.cpp; echo "${extra[*]}") | sha1sum | cut -c1-8)
 if [ ! -f "$out/base-$tag.o" ]; then
   rm -rf "$out/base-$rev" && mkdir -p "$out/base-$rev"
   git archive "$rev" include | tar -x -C "$out/base-$rev"

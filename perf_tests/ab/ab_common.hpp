@@ -50,7 +50,9 @@ inline constexpr const char* kOps[] = {"sum",
                                        "max_backward",
                                        "max_double_backward",
                                        "max_norm_backward",
-                                       "max_norm_double_backward"};
+                                       "max_norm_double_backward",
+                                       "mean",
+                                       "dot"};
 inline constexpr int kNumOps = sizeof(kOps) / sizeof(kOps[0]);
 
 /// Runs op k of kOps on d with the baseline's headers or the working tree's; k < 0 releases the

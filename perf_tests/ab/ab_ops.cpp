@@ -92,6 +92,12 @@ void run_work(int k, Data& d) {
     case 19:
       segmented_max_norm_double_backward(s, d.x, d.argn, d.a, d.u, d.p1, d.o1);
       break;
+    case 20:
+      segmented_mean(s, d.x, d.os);
+      break;
+    case 21:
+      segmented_dot(s, d.x, d.y, d.p1);
+      break;
     default:
       break;
   }
