@@ -20,6 +20,13 @@
 
 namespace segops::impl {
 
+/// Whether the build's masked runs are all of 32-byte vectors (SEGOPS_HOST_WIDE, below).
+#if defined(SEGOPS_HOST_VECTORS) && defined(__x86_64__) && defined(__AVX2__)
+inline constexpr bool kWideBuild = true;
+#else
+inline constexpr bool kWideBuild = false;
+#endif
+
 /// Runs of up to kRunVectors vectors (24 floats, 12 doubles) take the masked path; tiles of
 /// shorter runs ask for kNarrowRunVectors (TileReduce::runs).
 inline constexpr int kRunVectors = 6;
@@ -44,6 +51,53 @@ struct HostVec<double> {
   using bits = std::int64_t __attribute__((vector_size(16)));
   using scalar_bits = std::int64_t;
 };
+
+/// 32-byte vectors for the masked runs of single values (x86-64): one holds a run's 16-byte vectors
+/// 2i and 2i + 1, so its low and high halves are masked_run_vec's two accumulators, added in the
+/// same order, and the sums are the same bits as with 16-byte vectors, from half the loads, masks
+/// and additions (TileReduce::batch_loops has the times). A build for AVX2 (-mavx2, -march=native
+/// on a CPU that has it) takes them everywhere (kWideBuild); a baseline x86-64 build compiles the
+/// loop of TileReduce::runs' batches a second time for AVX2 (SEGOPS_WIDE_TARGET, flattened: the
+/// runs are compiled into it) and calls that one where the CPU has it (host_has_avx2), unless
+/// SEGOPS_NO_WIDE_DISPATCH is defined. The functions that hold 32-byte vectors are always inlined
+/// (SEGOPS_WIDE_INLINE) and return 16-byte ones, so that no 32-byte value crosses a call (whose
+/// convention differs with AVX); outside that loop the compiler makes them of 16-byte operations,
+/// correct and slower.
+#if defined(__x86_64__)
+#define SEGOPS_HOST_WIDE 1
+#define SEGOPS_WIDE_INLINE inline __attribute__((always_inline))
+#ifdef __AVX2__
+#define SEGOPS_WIDE_TARGET
+#else
+#define SEGOPS_WIDE_TARGET __attribute__((target("avx2")))
+#ifndef SEGOPS_NO_WIDE_DISPATCH
+#define SEGOPS_WIDE_DISPATCH 1
+/// Whether this CPU (and its OS) runs AVX2, asked once.
+inline bool host_has_avx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+#endif
+template <class T>
+struct HostWide;
+template <>
+struct HostWide<float> {
+  using type = float __attribute__((vector_size(32)));
+  using bits = std::int32_t __attribute__((vector_size(32)));
+};
+template <>
+struct HostWide<double> {
+  using type = double __attribute__((vector_size(32)));
+  using bits = std::int64_t __attribute__((vector_size(32)));
+};
+/// w = the 32-byte vector at p (no function returns or takes one by value: GCC warns that the
+/// convention differs without AVX, -Wpsabi).
+template <class W, class S>
+SEGOPS_WIDE_INLINE void load_wide(W& w, const S* p) {
+  __builtin_memcpy(&w, p, sizeof(W));
+}
+#endif
 
 /// The longest masked run, in elements.
 template <class T>
@@ -86,16 +140,49 @@ inline V load_vec(const S* p) {
   return v;
 }
 
+#ifdef SEGOPS_HOST_WIDE
+/// masked_run_vec with 32-byte vectors (run.wide(k, w): w = values k .. k + 2 lanes - 1), NV
+/// even: the low and high halves of the sum, added (the same bits). FromZero: the sum starts from
+/// zero as masked_run_vec's accumulators do (else as masked_pair_vec's, from the first vector).
+template <class T, int NV, bool FromZero = true, class Run>
+SEGOPS_WIDE_INLINE typename HostVec<T>::type masked_run_wide(index_t len, const Run& run) {
+  using V = typename HostVec<T>::type;
+  using W = typename HostWide<T>::type;
+  using WB = typename HostWide<T>::bits;
+  constexpr int lanes = 16 / sizeof(T);
+  static_assert(NV % 2 == 0);
+  const auto* win = kRunWindow<T>.w + (kRunLength<T> - len);
+  W acc = {};
+  for (int j = 0; j < NV; j += 2) {
+    W v;
+    WB m;
+    run.wide(j * lanes, v);
+    load_wide(m, win + j * lanes);
+    v = (W)((WB)v & m);
+    acc = j == 0 && !FromZero ? v : acc + v;
+  }
+  V lo, hi;
+  __builtin_memcpy(&lo, &acc, sizeof(V));
+  __builtin_memcpy(&hi, reinterpret_cast<const char*>(&acc) + sizeof(V), sizeof(V));
+  return lo + hi;
+}
+#endif
+
 /// Lane partial sums of the first `len` (<= NV vectors) elements of a run whose vector j is
-/// load(j * lanes); every load must be readable, the lanes past `len` are masked off (whatever
-/// they hold). lane_sum of the result is the run's sum; the order of the additions depends only
-/// on len and NV.
-template <class T, int NV, class Load>
-inline typename HostVec<T>::type masked_run_vec(index_t len, const Load& load) {
+/// run.vec(j * lanes) (two at a time, masked_run_wide, where the run has wide() and Wide); every
+/// load must be readable, the lanes past `len` are masked off (whatever they hold). lane_sum of
+/// the result is the run's sum; the order of the additions depends only on len and NV.
+template <class T, int NV, bool Wide = kWideBuild, class Run>
+inline typename HostVec<T>::type masked_run_vec(index_t len, const Run& run) {
   using V = typename HostVec<T>::type;
   using B = typename HostVec<T>::bits;
   constexpr int lanes = 16 / sizeof(T);
+#ifdef SEGOPS_HOST_WIDE
+  if constexpr (Wide && NV % 2 == 0 && requires(typename HostWide<T>::type & w) { run.wide(0, w); })
+    return masked_run_wide<T, NV>(len, run);
+#endif
   const auto* win = kRunWindow<T>.w + (kRunLength<T> - len);
+  auto load = [&](int k) { return run.vec(k); };
   V acc[2] = {};
   for (int j = 0; j < NV; ++j) {
     const B m = load_vec<B>(win + j * lanes);
@@ -108,12 +195,17 @@ inline typename HostVec<T>::type masked_run_vec(index_t len, const Load& load) {
 /// to zero: lane_sum of the result is the same bit for bit. (A lane differs only where both its
 /// values are -0, giving -0 for +0; the last lane, masked in the second vector, is never -0, and
 /// no sum of the lanes in lane_sum's order tells -0 from +0 then.)
-template <class T, class Load>
-inline typename HostVec<T>::type masked_pair_vec(index_t len, const Load& load) {
+template <class T, bool Wide = kWideBuild, class Run>
+inline typename HostVec<T>::type masked_pair_vec(index_t len, const Run& run) {
   using V = typename HostVec<T>::type;
   using B = typename HostVec<T>::bits;
   constexpr int lanes = 16 / sizeof(T);
+#ifdef SEGOPS_HOST_WIDE
+  if constexpr (Wide && requires(typename HostWide<T>::type & w) { run.wide(0, w); })
+    return masked_run_wide<T, 2, false>(len, run);
+#endif
   const auto* win = kRunWindow<T>.w + (kRunLength<T> - len);
+  auto load = [&](int k) { return run.vec(k); };
   return (V)((B)load(0) & load_vec<B>(win)) + (V)((B)load(lanes) & load_vec<B>(win + lanes));
 }
 
@@ -380,6 +472,11 @@ struct SumRun {  // p[k]
   /// sums, not for DotRun's products: dot of single floats, N = 1e6, L = 3, ran 0.318 -> 0.355 ms).
   static constexpr bool pairs = vectors;
   auto vec(index_t k) const { return load_vec<typename HostVec<Acc>::type>(p + k); }
+#ifdef SEGOPS_HOST_WIDE
+  SEGOPS_WIDE_INLINE void wide(index_t k, typename HostWide<Acc>::type& w) const {
+    load_wide(w, p + k);
+  }
+#endif
 #endif
 };
 template <class Acc, class A, class B>
@@ -396,6 +493,14 @@ struct DotRun {  // p[k] * q[k]
     using V = typename HostVec<Acc>::type;
     return load_vec<V>(p + k) * load_vec<V>(q + k);
   }
+#ifdef SEGOPS_HOST_WIDE
+  SEGOPS_WIDE_INLINE void wide(index_t k, typename HostWide<Acc>::type& w) const {
+    typename HostWide<Acc>::type v;
+    load_wide(w, p + k);
+    load_wide(v, q + k);
+    w *= v;
+  }
+#endif
 #endif
 };
 template <class Acc, class T>
@@ -410,6 +515,12 @@ struct SquareRun {  // p[k] * p[k]: DotRun's values with one load each
     const auto v = load_vec<typename HostVec<Acc>::type>(p + k);
     return v * v;
   }
+#ifdef SEGOPS_HOST_WIDE
+  SEGOPS_WIDE_INLINE void wide(index_t k, typename HostWide<Acc>::type& w) const {
+    load_wide(w, p + k);
+    w *= w;
+  }
+#endif
 #endif
 };
 /// A run of len values, room of which (from its start on) are readable.
@@ -427,13 +538,12 @@ KOKKOS_FUNCTION Flat<Run> flat(Run run, index_t len, index_t room) {
 /// The sum of a run's values as a vector whose lane_sum is the sum. Short runs take the masked
 /// vector path (NV vectors, else kRunVectors) where the run's vectors are readable; other runs the
 /// scalar loop, its sum in lane 0.
-template <class Acc, int NV = kRunVectors, class Run>
+template <class Acc, int NV = kRunVectors, bool Wide = kWideBuild, class Run>
 inline typename HostVec<Acc>::type run_vec(const Flat<Run>& f) {
   if constexpr (Run::vectors) {
     constexpr index_t K = NV * index_t(16 / sizeof(Acc));
-    if (f.len <= K && f.room >= K)
-      return masked_run_vec<Acc, NV>(f.len, [&](int k) { return f.run.vec(k); });
-    if constexpr (NV < kRunVectors) return run_vec<Acc, kRunVectors>(f);
+    if (f.len <= K && f.room >= K) return masked_run_vec<Acc, NV, Wide>(f.len, f.run);
+    if constexpr (NV < kRunVectors) return run_vec<Acc, kRunVectors, Wide>(f);
   }
   typename HostVec<Acc>::type r = {};
   r[0] = flat_sum8<Acc>(f.len, [&](index_t k) { return f.run.at(k); });

@@ -168,8 +168,8 @@ struct TileReduce {
       // flattened as the sweep is (not flattened, dot took 19.4 instead of 17.1 instructions
       // per element, single floats, N = 1e6, callgrind; flattened 16.7).
       if (kPrefetches && n * rl.template stream_row_bytes<W>() > kLastLevelBytes)
-        s = batch_loop<W, NV, true>(b, hi, s_end, s, short_span);
-      s = batch_loop<W, NV, false>(b, hi, s_end, s, short_span);
+        s = batch_loops<W, NV, true>(b, hi, s_end, s, short_span);
+      s = batch_loops<W, NV, false>(b, hi, s_end, s, short_span);
     }
     for (; s < s_end; ++s) {
       const index_t e = off(s + 1);
@@ -184,9 +184,37 @@ struct TileReduce {
   /// kStreamAheadBytes on, and stopping earlier, where a prefetch would pass the last row or
   /// offset (b <= off(s + kBatch) <= n - 1 - rows_ahead, s + kBatch <= m - offsets_ahead).
   template <int W, int NV, bool Far>
+  KOKKOS_FUNCTION index_t batch_loops(index_t& b_io, index_t hi, index_t s_stop, index_t s,
+                                      bool short_span) const {
+#ifdef SEGOPS_WIDE_DISPATCH
+    // Single values: the clone with 32-byte runs on CPUs with AVX2 (a baseline x86-64 build, 2
+    // threads, L = 3, scripts/ab.sh: floats N = 1e6 sum 0.85, mean 0.89, dot 0.88, mul_backward
+    // 0.80 of the time, N = 2^25 0.88-0.92; doubles N = 1e6 0.67-0.85; dot of rows of 3 floats
+    // 0.71, mul_backward 0.84; a Zen 5 VM).
+    if constexpr (W == 1)
+      if (host_has_avx2()) return batch_loop_wide<W, NV, Far>(b_io, hi, s_stop, s, short_span);
+#endif
+    return batch_loop<W, NV, Far>(b_io, hi, s_stop, s, short_span);
+  }
+  template <int W, int NV, bool Far>
   SEGOPS_NOINLINE SEGOPS_FLATTEN KOKKOS_FUNCTION index_t batch_loop(index_t& b_io, index_t hi,
                                                                     index_t s_stop, index_t s,
                                                                     bool short_span) const {
+    return batches<W, NV, Far, kWideBuild>(b_io, hi, s_stop, s, short_span);
+  }
+#ifdef SEGOPS_WIDE_DISPATCH
+  /// batch_loop compiled for AVX2, its masked runs of 32-byte vectors (host_vectors.hpp).
+  template <int W, int NV, bool Far>
+  SEGOPS_NOINLINE SEGOPS_FLATTEN SEGOPS_WIDE_TARGET index_t
+  batch_loop_wide(index_t& b_io, index_t hi, index_t s_stop, index_t s, bool short_span) const {
+    return batches<W, NV, Far, true>(b_io, hi, s_stop, s, short_span);
+  }
+#endif
+  /// The loop of batch_loop and batch_loop_wide (not forced inline: then the flattened loops
+  /// left the scalar sums of long runs out of line and ran dot at N = 2^25 1.07-1.38x slower).
+  template <int W, int NV, bool Far, bool Wide>
+  KOKKOS_FUNCTION index_t batches(index_t& b_io, index_t hi, index_t s_stop, index_t s,
+                                  bool short_span) const {
     const R rl = r;
     const Offsets off = offsets;
     constexpr index_t B = R::kBatch;
@@ -202,7 +230,7 @@ struct TileReduce {
         rl.prefetch_row(b + rows_ahead);
         prefetch(&off(s + offsets_ahead));
       }
-      b = rl.template batch_runs<W, NV>(s, b, off, short_span);
+      b = rl.template batch_runs<W, NV, Wide>(s, b, off, short_span);
     }
     b_io = b;
     return s;
@@ -838,7 +866,7 @@ struct SumReducer {
   /// Segments s .. s + kBatch - 1, starting at b and all ending in the tile; returns where the
   /// last one ends. Lanes are filled in registers (a vector built through memory stalls its load).
   /// short_span: the tile's segments are shorter than 2^31 elements.
-  template <int W, int NV, class Offsets>
+  template <int W, int NV, bool Wide, class Offsets>
   KOKKOS_FUNCTION index_t batch_runs(index_t s, index_t b, const Offsets& off,
                                      bool short_span) const {
 #ifdef SEGOPS_HOST_VECTORS
@@ -869,13 +897,13 @@ struct SumReducer {
 #pragma GCC unroll 4
           for (int j = 0; j < kBatch; ++j) {
             const auto r = f(j);
-            t[j] = masked_pair_vec<Acc>(r.len, [&](int k) { return r.run.vec(k); });
+            t[j] = masked_pair_vec<Acc, Wide>(r.len, r.run);
           }
         }
       }
       if (!pairs) {
 #pragma GCC unroll 4
-        for (int j = 0; j < kBatch; ++j) t[j] = run_vec<Acc, NV>(f(j));
+        for (int j = 0; j < kBatch; ++j) t[j] = run_vec<Acc, NV, Wide>(f(j));
       }
       if constexpr (has_finalize) {
         // Floats: the divisors from the batch's offsets in memory (at[0] = b = off(s),
