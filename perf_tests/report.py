@@ -183,13 +183,17 @@ def main():
     for r in data:
         if r["N"] >= 100000:
             cases[case(r)].append(r)
-    compared = won = 0
+    compared = won = py_compared = py_won = 0
     for k, rs in sorted(cases.items()):
         seg = next((r for r in rs if r["impl"] == "segops"), None)
         peers = [r for r in rs if not is_segops(r["impl"])]
         if not seg or not peers:
             continue
         compared += 1
+        py_peers = [p for p in peers if p["impl"].startswith(PY_PREFIX)]
+        if py_peers:  # the target's 2x, SegOps timed in the Python peers' phase
+            py_compared += 1
+            py_won += min(p["median_s"] for p in py_peers) >= 2 * py_side(seg, rs)["median_s"]
         def mine(p):  # each peer against the SegOps row timed in its phase
             return py_side(seg, rs) if p["impl"].startswith(PY_PREFIX) else seg
         bp = min(peers, key=lambda p: p["median_s"] / mine(p)["median_s"])
@@ -204,6 +208,8 @@ def main():
     if compared:
         print()
         print(f"Every case at N >= 1e5 with a peer (all N, D, L, types): SegOps faster than every peer in {won} of {compared}")
+        if py_compared:
+            print(f"  and at least 2x faster than the best Python peer in {py_won} of {py_compared}")
 
     # ---- copy-bandwidth targets at the largest N
     big = max((r["N"] for r in data), default=0)
