@@ -190,12 +190,13 @@ def main():
         if not seg or not peers:
             continue
         compared += 1
+        seg_py = py_side(seg, rs)  # SegOps timed in the Python peers' phase
         py_peers = [p for p in peers if p["impl"].startswith(PY_PREFIX)]
-        if py_peers:  # the target's 2x, SegOps timed in the Python peers' phase
+        if py_peers:  # the target's 2x
             py_compared += 1
-            py_won += min(p["median_s"] for p in py_peers) >= 2 * py_side(seg, rs)["median_s"]
+            py_won += min(p["median_s"] for p in py_peers) >= 2 * seg_py["median_s"]
         def mine(p):  # each peer against the SegOps row timed in its phase
-            return py_side(seg, rs) if p["impl"].startswith(PY_PREFIX) else seg
+            return seg_py if p["impl"].startswith(PY_PREFIX) else seg
         bp = min(peers, key=lambda p: p["median_s"] / mine(p)["median_s"])
         sr = mine(bp)
         if bp["median_s"] >= sr["median_s"]:
