@@ -60,9 +60,9 @@ struct HostVec<double> {
 /// loop of TileReduce::runs' batches a second time for AVX2 (SEGOPS_WIDE_TARGET, flattened: the
 /// runs are compiled into it) and calls that one where the CPU has it (host_has_avx2), unless
 /// SEGOPS_NO_WIDE_DISPATCH is defined. The functions that hold 32-byte vectors are always inlined
-/// (SEGOPS_WIDE_INLINE) and return 16-byte ones, so that no 32-byte value crosses a call (whose
-/// convention differs with AVX); outside that loop the compiler makes them of 16-byte operations,
-/// correct and slower.
+/// (SEGOPS_WIDE_INLINE), take them by reference and return 16-byte ones, so that no 32-byte value
+/// crosses a call (whose convention differs with AVX); outside that loop the compiler makes them of
+/// 16-byte operations, correct and slower.
 #if defined(__x86_64__)
 #define SEGOPS_HOST_WIDE 1
 #define SEGOPS_WIDE_INLINE inline __attribute__((always_inline))
@@ -141,6 +141,12 @@ inline V load_vec(const S* p) {
 }
 
 #ifdef SEGOPS_HOST_WIDE
+/// Whether a run of T gives its values as 32-byte vectors (run.wide(k, w)).
+template <class T, class Run>
+inline constexpr bool has_wide = requires(const Run& run, typename HostWide<T>::type& w) {
+  run.wide(index_t(0), w);
+};
+
 /// masked_run_vec with 32-byte vectors (run.wide(k, w): w = values k .. k + 2 lanes - 1), NV
 /// even: the low and high halves of the sum, added (the same bits). FromZero: the sum starts from
 /// zero as masked_run_vec's accumulators do (else as masked_pair_vec's, from the first vector).
@@ -178,8 +184,7 @@ inline typename HostVec<T>::type masked_run_vec(index_t len, const Run& run) {
   using B = typename HostVec<T>::bits;
   constexpr int lanes = 16 / sizeof(T);
 #ifdef SEGOPS_HOST_WIDE
-  if constexpr (Wide && NV % 2 == 0 && requires(typename HostWide<T>::type & w) { run.wide(0, w); })
-    return masked_run_wide<T, NV>(len, run);
+  if constexpr (Wide && NV % 2 == 0 && has_wide<T, Run>) return masked_run_wide<T, NV>(len, run);
 #endif
   const auto* win = kRunWindow<T>.w + (kRunLength<T> - len);
   auto load = [&](int k) { return run.vec(k); };
@@ -201,8 +206,7 @@ inline typename HostVec<T>::type masked_pair_vec(index_t len, const Run& run) {
   using B = typename HostVec<T>::bits;
   constexpr int lanes = 16 / sizeof(T);
 #ifdef SEGOPS_HOST_WIDE
-  if constexpr (Wide && requires(typename HostWide<T>::type & w) { run.wide(0, w); })
-    return masked_run_wide<T, 2, false>(len, run);
+  if constexpr (Wide && has_wide<T, Run>) return masked_run_wide<T, 2, false>(len, run);
 #endif
   const auto* win = kRunWindow<T>.w + (kRunLength<T> - len);
   auto load = [&](int k) { return run.vec(k); };
