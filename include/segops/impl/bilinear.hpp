@@ -145,6 +145,41 @@ struct Combination {
     store_packed3(o.ptr + i * 3, r);
     return true;
   }
+  /// Single values in whole vectors V (16 or 32 bytes; ElementTransform::segment_vectors): the
+  /// coefficients of a segment splat across V, then the values of the lanes' elements from i on,
+  /// in apply's operations (the same bits), computed from loads only and then stored.
+  static constexpr bool kVectorRuns = std::is_same_v<O, T> && HostVec<T>::ok;
+  template <class V>
+  struct Splat {
+    V k[K];
+  };
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_coeffs(index_t s, Splat<V>& kv) const {
+    for (int j = 0; j < K; ++j) {  // coeffs(s), the per-segment values laid out as the usual case
+      O k;
+      if (f[j] == O(0)) [[unlikely]]
+        k = w[j];
+      else
+        k = f[j] * static_cast<O>(c[j](s));
+      splat(kv.k[j], k);
+    }
+  }
+  template <class V>
+  using Values = V;
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_values(index_t i, const Splat<V>& kv, V& r) const {
+    V x;
+    __builtin_memcpy(&r, t[0].ptr + i, sizeof(V));
+    r = kv.k[0] * r;
+    for (int j = 1; j < K; ++j) {
+      __builtin_memcpy(&x, t[j].ptr + i, sizeof(V));
+      r += kv.k[j] * x;
+    }
+  }
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_store(index_t i, const V& r) const {
+    __builtin_memcpy(o.ptr + i, &r, sizeof(V));
+  }
 #endif
 };
 
@@ -206,6 +241,35 @@ struct Combinations {
   KOKKOS_FORCEINLINE_FUNCTION void packed_apply(index_t i, index_t, const Coeffs& k) const {
     packed_store<W>(i, packed_values<W>(i, k));
   }
+#ifdef SEGOPS_HOST_VECTORS
+  /// Combination's vector_* for both (values of both before either is stored, as packed_values).
+  static constexpr bool kVectorRuns = C1::kVectorRuns && C2::kVectorRuns;
+  template <class V>
+  struct Splat {
+    typename C1::template Splat<V> a;
+    typename C2::template Splat<V> b;
+  };
+  template <class V>
+  struct Values {
+    typename C1::template Values<V> a;
+    typename C2::template Values<V> b;
+  };
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_coeffs(index_t s, Splat<V>& kv) const {
+    a.vector_coeffs(s, kv.a);
+    b.vector_coeffs(s, kv.b);
+  }
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_values(index_t i, const Splat<V>& kv, Values<V>& r) const {
+    a.vector_values(i, kv.a, r.a);
+    b.vector_values(i, kv.b, r.b);
+  }
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_store(index_t i, const Values<V>& r) const {
+    a.vector_store(i, r.a);
+    b.vector_store(i, r.b);
+  }
+#endif
 };
 template <class C1>
 struct Combinations<C1, void> {
@@ -252,6 +316,23 @@ struct Combinations<C1, void> {
     a.template packed_quad<W>(i, s);
   }
   { return a.template packed_quad<W>(i, s); }
+  static constexpr bool kVectorRuns = C1::kVectorRuns;
+  template <class V>
+  using Splat = typename C1::template Splat<V>;
+  template <class V>
+  using Values = typename C1::template Values<V>;
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_coeffs(index_t s, Splat<V>& kv) const {
+    a.vector_coeffs(s, kv);
+  }
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_values(index_t i, const Splat<V>& kv, Values<V>& r) const {
+    a.vector_values(i, kv, r);
+  }
+  template <class V>
+  SEGOPS_WIDE_INLINE void vector_store(index_t i, const Values<V>& r) const {
+    a.vector_store(i, r);
+  }
 #endif
 };
 

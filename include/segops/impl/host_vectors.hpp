@@ -63,9 +63,9 @@ struct HostVec<double> {
 /// (SEGOPS_WIDE_INLINE), take them by reference and return 16-byte ones, so that no 32-byte value
 /// crosses a call (whose convention differs with AVX); outside that loop the compiler makes them of
 /// 16-byte operations, correct and slower.
+#define SEGOPS_WIDE_INLINE inline __attribute__((always_inline))
 #if defined(__x86_64__)
 #define SEGOPS_HOST_WIDE 1
-#define SEGOPS_WIDE_INLINE inline __attribute__((always_inline))
 #ifdef __AVX2__
 #define SEGOPS_WIDE_TARGET
 #else
@@ -131,6 +131,24 @@ inline V rounded(V v) {
   asm("" : "+m"(v));
 #endif
   return v;
+}
+
+/// v = x in every lane, bit for bit (one broadcast; V{} + x would turn -0 into +0).
+template <class V, class T>
+SEGOPS_WIDE_INLINE void splat(V& v, T x) {
+  constexpr int lanes = int(sizeof(V) / sizeof(T));
+  V z = {};
+  z[0] = x;
+#if defined(__clang__) || __GNUC__ >= 12
+  if constexpr (lanes == 8)
+    v = __builtin_shufflevector(z, z, 0, 0, 0, 0, 0, 0, 0, 0);
+  else if constexpr (lanes == 4)
+    v = __builtin_shufflevector(z, z, 0, 0, 0, 0);
+  else
+    v = __builtin_shufflevector(z, z, 0, 0);
+#else
+  for (int l = 0; l < lanes; ++l) v[l] = x;
+#endif
 }
 
 template <class V, class S>
