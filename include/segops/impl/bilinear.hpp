@@ -153,16 +153,16 @@ struct Combination {
   struct Splat {
     V k[K];
   };
-  template <class V>
+  /// Whether every term reads per-segment values (f != 0): vector_coeffs<true> then tests none.
+  KOKKOS_FUNCTION bool segment_coeffs() const {
+    bool all = true;
+    for (int j = 0; j < K; ++j) all &= f[j] != O(0);
+    return all;
+  }
+  template <bool AllSegment, class V>
   SEGOPS_WIDE_INLINE void vector_coeffs(index_t s, Splat<V>& kv) const {
-    for (int j = 0; j < K; ++j) {  // coeffs(s), the per-segment values laid out as the usual case
-      O k;
-      if (f[j] == O(0)) [[unlikely]]
-        k = w[j];
-      else
-        k = f[j] * static_cast<O>(c[j](s));
-      splat(kv.k[j], k);
-    }
+    for (int j = 0; j < K; ++j)  // coeffs(s)
+      splat(kv.k[j], AllSegment || f[j] != O(0) ? f[j] * static_cast<O>(c[j](s)) : w[j]);
   }
   template <class V>
   using Values = V;
@@ -254,10 +254,11 @@ struct Combinations {
     typename C1::template Values<V> a;
     typename C2::template Values<V> b;
   };
-  template <class V>
+  KOKKOS_FUNCTION bool segment_coeffs() const { return a.segment_coeffs() && b.segment_coeffs(); }
+  template <bool AllSegment, class V>
   SEGOPS_WIDE_INLINE void vector_coeffs(index_t s, Splat<V>& kv) const {
-    a.vector_coeffs(s, kv.a);
-    b.vector_coeffs(s, kv.b);
+    a.template vector_coeffs<AllSegment>(s, kv.a);
+    b.template vector_coeffs<AllSegment>(s, kv.b);
   }
   template <class V>
   SEGOPS_WIDE_INLINE void vector_values(index_t i, const Splat<V>& kv, Values<V>& r) const {
@@ -321,9 +322,10 @@ struct Combinations<C1, void> {
   using Splat = typename C1::template Splat<V>;
   template <class V>
   using Values = typename C1::template Values<V>;
-  template <class V>
+  KOKKOS_FUNCTION bool segment_coeffs() const { return a.segment_coeffs(); }
+  template <bool AllSegment, class V>
   SEGOPS_WIDE_INLINE void vector_coeffs(index_t s, Splat<V>& kv) const {
-    a.vector_coeffs(s, kv);
+    a.template vector_coeffs<AllSegment>(s, kv);
   }
   template <class V>
   SEGOPS_WIDE_INLINE void vector_values(index_t i, const Splat<V>& kv, Values<V>& r) const {

@@ -133,7 +133,8 @@ inline V rounded(V v) {
   return v;
 }
 
-/// v = x in every lane, bit for bit (one broadcast; V{} + x would turn -0 into +0).
+/// v = x in every lane, bit for bit (V{} + x would turn -0 into +0; x - V{} compiled to a lane
+/// insert per lane where V has 32 bytes).
 template <class V, class T>
 SEGOPS_WIDE_INLINE void splat(V& v, T x) {
   constexpr int lanes = int(sizeof(V) / sizeof(T));

@@ -124,6 +124,35 @@ template <class Exec>
 inline constexpr index_t element_block_v =
     Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible ? kTileQuantum : 1;
 
+#ifdef SEGOPS_HOST_VECTORS
+/// Positions past a segment's end that vector_segment may write.
+inline constexpr index_t kVectorSpill = 8;
+/// Elements [b, e) of segment s, single values of a functor with vector runs (F::kVectorRuns), as
+/// whole vectors V from b on, the coefficients splat once (vector_coeffs): kVectorSpill / lanes
+/// vectors where the segment has up to kVectorSpill elements (a fixed count, no loop exit to
+/// mispredict), else a loop of them. Writes positions [b, e + kVectorSpill) at most: those past e
+/// hold values of no meaning until the segments after s are written (ElementTransform's
+/// segment_vectors). AllSegment: every coefficient is a per-segment value (F::segment_coeffs()),
+/// so that none is tested per segment.
+template <class V, bool AllSegment, class F>
+SEGOPS_WIDE_INLINE void vector_segment(const F& fl, index_t s, index_t b, index_t e) {
+  constexpr index_t lanes = index_t(sizeof(V) / sizeof(typename F::value_type));
+  constexpr int NV = int(kVectorSpill / lanes);
+  typename F::template Splat<V> kv;
+  fl.template vector_coeffs<AllSegment>(s, kv);
+  auto at = [&](index_t i) SEGOPS_INLINE {
+    typename F::template Values<V> r;
+    fl.vector_values(i, kv, r);
+    fl.vector_store(i, r);
+  };
+  if (e - b <= kVectorSpill) {
+    for (int q = 0; q < NV; ++q) at(b + q * lanes);
+  } else {
+    for (index_t i = b; i < e; i += lanes) at(i);
+  }
+}
+#endif
+
 template <class F, class IdT, class Offsets, index_t Block, bool Staged = false>
 struct ElementTransform {
   F f;
@@ -296,31 +325,25 @@ struct ElementTransform {
   }
 #endif
   template <class V, class FF>
-  SEGOPS_WIDE_INLINE void vector_block(index_t blk, const FF& f_in) const {
+  SEGOPS_WIDE_INLINE void vector_block(index_t blk, const FF& fl) const {
+    // one loop where every coefficient is a per-segment value (no test per segment), one for the
+    // others
+    if (fl.segment_coeffs())
+      vector_loop<V, true>(blk, fl);
+    else
+      vector_loop<V, false>(blk, fl);
+  }
+  template <class V, bool AllSegment, class FF>
+  SEGOPS_WIDE_INLINE void vector_loop(index_t blk, const FF& f_in) const {
     const FF fl = f_in;  // a local: its fields stay in registers across the stores
-    using T = typename FF::value_type;
-    constexpr index_t lanes = index_t(sizeof(V) / sizeof(T));
-    constexpr int NV = 8 / lanes;
-    constexpr index_t K = NV * lanes;
     const Offsets off = offsets;
     const index_t lo = blk * Block, hi = Kokkos::min(n, lo + Block);
     index_t s = tile_first(blk);
     if (off(s) > lo) --s;  // the segment that started before the block
     index_t b = lo;
-    // segments ending K or more before the block's end: every vector they write lies in it
-    for (index_t e; (e = off(s + 1)) + K <= hi; ++s) {
-      typename FF::template Splat<V> kv;
-      fl.vector_coeffs(s, kv);
-      auto at = [&](index_t i) SEGOPS_INLINE {
-        typename FF::template Values<V> r;
-        fl.vector_values(i, kv, r);
-        fl.vector_store(i, r);
-      };
-      if (e - b <= K) {
-        for (int q = 0; q < NV; ++q) at(b + q * lanes);
-      } else {
-        for (index_t i = b; i < e; i += lanes) at(i);
-      }
+    // segments ending kVectorSpill or more before the block's end: all they write lies in it
+    for (index_t e; (e = off(s + 1)) + kVectorSpill <= hi; ++s) {
+      vector_segment<V, AllSegment>(fl, s, b, e);
       b = e;
     }
     for (; b < hi; ++s) {  // the rest, element by element
