@@ -49,6 +49,62 @@ TEST(Bilinear, MulKeepsNegativeZero) {
     }
 }
 
+/// Sorted single values: the per-element passes write each segment as whole vectors from its
+/// first element, past its end, and the segments after it write over that (segment_vectors).
+/// Outputs that are windows of a larger array keep every value outside the window, and each
+/// element holds its own product, bit for bit: mul, dot_backward and axpy_backward, in floats and
+/// doubles, over segments of 0 to 12 elements in several blocks (N not a multiple of one).
+TEST(Bilinear, VectorRunsStayInsideTheOutput) {
+  std::mt19937_64 rng(149);
+  std::vector<i64> counts(1500);
+  for (auto& x : counts) x = static_cast<i64>(rng() % 13);
+  const Case c{"vector_runs", ids_from_counts(counts), static_cast<i64>(counts.size())};
+  const auto seg = make_segments<std::int32_t>(c, Mode::Sorted);
+  const i64 n = c.n(), m = c.m, pad = 40;
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    const auto xv = random_vector<T>(rng, n), gv = random_vector<T>(rng, n);
+    const auto av = random_vector<T>(rng, m);
+    const auto x = device_matrix<T>(xv, n, 1), g = device_matrix<T>(gv, n, 1);
+    const auto a = device_vector<T>(av);
+    // window k of buf: rows [pad + k (n + pad), pad + k (n + pad) + n); kSentinel around them
+    const auto buf = device_matrix<T>(
+        std::vector<T>(static_cast<std::size_t>(2 * (n + pad) + pad), T(kSentinel)),
+        2 * (n + pad) + pad, 1);
+    auto window = [&](i64 k) {
+      const i64 b = pad + k * (n + pad);
+      return Kokkos::subview(buf, std::make_pair(b, b + n), Kokkos::ALL);
+    };
+    const auto ga = device_vector<T>(std::vector<T>(static_cast<std::size_t>(m), T(0)));
+    // want(k, i): what window k's element i must hold
+    auto check = [&](const char* op, auto want0, auto want1, bool two) {
+      const auto h = to_host(buf);
+      i64 bad = 0;
+      for (i64 r = 0; r < static_cast<i64>(h.size()); ++r) {
+        const i64 k = r < n + pad ? 0 : 1, i = r - pad - k * (n + pad);
+        const bool inside = i >= 0 && i < n && (k == 0 || two);
+        const T expect = !inside ? T(kSentinel) : k == 0 ? want0(i) : want1(i);
+        bad += static_cast<T>(h[r]) != expect;
+      }
+      EXPECT_EQ(bad, 0) << op << (sizeof(T) == 4 ? " float" : " double");
+    };
+    auto as = [&](i64 i) { return av[c.ids[i]]; };
+    segops::segmented_mul(Exec(), seg, a, x, window(0));
+    check(
+        "mul", [&](i64 i) { return T(as(i) * xv[i]); }, [](i64) { return T(0); }, false);
+    segops::segmented_dot_backward(Exec(), seg, x, g, a, window(0), window(1));
+    check(
+        "dot_backward", [&](i64 i) { return T(as(i) * gv[i]); },
+        [&](i64 i) { return T(as(i) * xv[i]); }, true);
+    segops::segmented_axpy_backward(Exec(), seg, a, x, g, window(0), window(1), ga);
+    check(
+        "axpy_backward", [&](i64 i) { return gv[i]; }, [&](i64 i) { return T(as(i) * gv[i]); },
+        true);
+  };
+  run(float(0));
+  run(double(0));
+}
+
 // ---- bad input: each throws segops::Error naming the op and the argument, outputs untouched ----
 
 struct Small {
