@@ -169,10 +169,10 @@ struct Combination {
   template <class V>
   SEGOPS_WIDE_INLINE void vector_values(index_t i, const Splat<V>& kv, V& r) const {
     V x;
-    __builtin_memcpy(&r, t[0].ptr + i, sizeof(V));
+    load_wide(r, t[0].ptr + i);
     r = kv.k[0] * r;
     for (int j = 1; j < K; ++j) {
-      __builtin_memcpy(&x, t[j].ptr + i, sizeof(V));
+      load_wide(x, t[j].ptr + i);
       r += kv.k[j] * x;
     }
   }

@@ -64,6 +64,12 @@ struct HostVec<double> {
 /// crosses a call (whose convention differs with AVX); outside that loop the compiler makes them of
 /// 16-byte operations, correct and slower.
 #define SEGOPS_WIDE_INLINE inline __attribute__((always_inline))
+/// w = the vector at p, 16 or 32 bytes (taken by reference: no function returns or takes a 32-byte
+/// one by value, as GCC warns that the convention differs without AVX, -Wpsabi).
+template <class W, class S>
+SEGOPS_WIDE_INLINE void load_wide(W& w, const S* p) {
+  __builtin_memcpy(&w, p, sizeof(W));
+}
 #if defined(__x86_64__)
 #define SEGOPS_HOST_WIDE 1
 #ifdef __AVX2__
@@ -91,12 +97,6 @@ struct HostWide<double> {
   using type = double __attribute__((vector_size(32)));
   using bits = std::int64_t __attribute__((vector_size(32)));
 };
-/// w = the 32-byte vector at p (no function returns or takes one by value: GCC warns that the
-/// convention differs without AVX, -Wpsabi).
-template <class W, class S>
-SEGOPS_WIDE_INLINE void load_wide(W& w, const S* p) {
-  __builtin_memcpy(&w, p, sizeof(W));
-}
 #endif
 
 /// The longest masked run, in elements.
