@@ -227,23 +227,11 @@ struct ArgScatter {
   Mat<const S> g;
   Mat<const I> arg;
   KOKKOS_FUNCTION void operator()(index_t s) const { row(s, StridedAt{}, gx.d); }
-  KOKKOS_FUNCTION void prefetch_segment(index_t s) const {  // SegmentBlocks
-    for (index_t d = 0; d < gx.d; ++d) {
-      const index_t a = static_cast<index_t>(arg(s, d));
-      if (a >= 0 && a < gx.n) prefetch_kept<true>(&gx(a, d));  // kept: GCC 12 dropped it
-    }
-  }
-  /// Where the gradient's rows fit the last-level cache. Before, the prefetch was the compiler's
-  /// (prefetch), which GCC 12 left out of the loop over packed rows, so the op ran without one.
-  /// Unsorted ids, L = 3, 2 threads, the op with and without it alternated in one process
-  /// (scripts/ab.sh), on a 2-vCPU Xeon with 2 MiB of L2 a core: N = 1e6, rows of 3 floats
-  /// 1.69-1.82 -> 1.42-1.48 ms (median ratios 0.78-0.84, 4 runs), single floats 0.68-0.69,
-  /// rows of 3 doubles 0.95. Beyond the cache the prefetches cost more than they save: rows of
-  /// 3 floats, N = 1e7 1.11, 2^25 1.07 (prefetchw in place of prefetcht0: 1.15 and 1.09).
-  /// On a 2-vCPU Zen 5 (32 MiB L3) the same N = 1e6 comparison went either way with the VM's
-  /// phase: without the prefetch 0.64-0.76 of the time in runs where the op took 0.6-0.8 ms,
-  /// 1.08 in one where it took 1.2 ms; prefetchw 0.78-1.02. Kept as measured on the Xeon.
-  bool prefetch_pays() const { return gx.n * gx.d * index_t(sizeof(GX)) <= kLastLevelBytes; }
+  // No prefetch_segment: stores retire into the store buffer without waiting for their lines (the
+  // gathers' loads below do wait), so fetching the lines ahead only added work. Without the
+  // prefetch against with it (scripts/ab.sh, medians of the pair ratios), unsorted ids, L = 3,
+  // 2 threads, on a 2-vCPU Zen 5: rows of 3 floats N = 1e5 0.56, 3e5 0.58, 1e6 0.63-0.69, 2e6
+  // 0.97; single floats N = 1e6 0.81, 3e6 0.77. (On a 2-vCPU Xeon it had paid: 0.78-0.84 with it.)
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gx, g, arg); }
   template <class At, class Width>
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
@@ -267,6 +255,12 @@ struct ArgGather {
       if (i >= 0 && i < u.n) prefetch_kept(&u(i, d));
     }
   }
+  /// Where u outgrows half the last-level cache (what the other cores leave of it): the gathers'
+  /// loads do wait in the pipeline, for lines farther away there. Unsorted ids, L = 3, 2 threads,
+  /// Zen 5 as above, without the prefetch against with it: u of 12 MB 0.55 (L = 1), 0.73-0.85
+  /// (L = 3), 0.84 (L = 30); 14-16 MB 0.83; 18 MB 1.02; 24 MB 1.02-1.34; 40 MB 1.13; 400 MB (2^25
+  /// rows of 3) 1.36.
+  bool prefetch_pays() const { return u.n * u.d * index_t(sizeof(T)) > kLastLevelBytes / 2; }
   KOKKOS_FUNCTION index_t packed_width() const { return common_packed_width(gg, u, arg); }
   template <class At, class Width>
   KOKKOS_FORCEINLINE_FUNCTION void row(index_t s, const At& at, Width dw) const {
