@@ -170,10 +170,6 @@ struct ElementTransform {
   using Coeffs = typename coeffs_of<F>::type;
   const Coeffs* staged;
   static constexpr index_t kRunMin = 16;
-  /// Staged coefficients that outgrow the cache (ahead) are gathered a chunk at a time
-  /// (staged_rows) where an element computes four terms or more from them (terms_v); lighter
-  /// functors keep the loop that prefetches them kAhead elements on.
-  static constexpr bool kChunksStaged = terms_v<F> >= 4;
 
   KOKKOS_FUNCTION SEGOPS_FLATTEN void operator()(index_t blk) const {
     const F fl = f;
@@ -353,56 +349,6 @@ struct ElementTransform {
     }
   }
 #endif
-  /// Unsorted ids, each segment's coefficients staged before, where kChunksStaged (host blocks):
-  /// the elements [lo, hi) in chunks, each chunk's coefficients first gathered into a local array
-  /// (what apply reads besides them prefetched), then its elements computed from it. A loop of
-  /// gathers alone keeps many in flight; in the loop of an element's loads and stores, prefetched
-  /// kAhead elements on, fewer (a test program of inner_products_backward's loop, rows of 3
-  /// floats, N = 1e6, L = 3, 2 threads: 3.5-4.1 ms prefetched, 2.2 ms in chunks of 1024, 2.3 ms
-  /// of 256). The ops, same sizes, unsorted, 2 threads, old and new alternating: its double
-  /// backward 13.2-15.6 -> 10.2-10.8 ms (6 pairs; doubles 29.7 -> 28.5-29.2), axpby_double_backward
-  /// 16.0-17.9 -> 9.6-12.5 (5; doubles 39.3-40.2 -> 39.7-40.2), axpy_double_backward 6.1-11.0 ->
-  /// 5.6-7.1 (5; doubles 14.3-15.0 -> 12.0-13.0), inner_products_backward 4.2-4.5 -> 3.9-4.1 in 2
-  /// pairs, 3.50-3.68 -> 3.49-3.69 in 4 later ones (doubles 10.4-11.3 -> 7.1). Chunks for every
-  /// staged functor were slower with fewer terms: axpby 1.96-2.10 -> 2.58-2.72 ms (2 terms),
-  /// axpby_backward 4.8-5.7 -> 5.6-6.4 (2), rms_norm_backward in doubles 2.1 -> 2.9-3.8;
-  /// mul_double_backward (3) 5.2-5.9 -> 5.8-6.1.
-  template <class G, class H>
-  KOKKOS_FORCEINLINE_FUNCTION void staged_rows(index_t lo, index_t hi, const F& fl, const G& g,
-                                               const H& h) const {
-    constexpr index_t kFit = index_t(16384 / sizeof(Coeffs));  // a chunk's coefficients: 16 kB
-    constexpr index_t kChunk = kFit < 64 ? 64 : kFit > Block ? Block : kFit;
-    const IdT* id = ids;
-    const index_t st = stride, mm = m;
-    const Coeffs* c = staged;
-    auto run = [&](auto unit) SEGOPS_INLINE {
-      auto seg_at = [&](index_t i) SEGOPS_INLINE {  // s, or -1 for a dropped id
-        const index_t s = static_cast<index_t>(id[decltype(unit)::value ? i : i * st]);
-        return s >= 0 && s < mm ? s : index_t(-1);
-      };
-      for (index_t b = lo; b < hi; b += kChunk) {
-        const index_t e = Kokkos::min(hi, b + kChunk);
-        Coeffs k[kChunk];
-        for (index_t i = b; i < e; ++i) {
-          const index_t s = seg_at(i);
-          if (s < 0) continue;  // dropped ids: rare, predictable
-          k[i - b] = c[s];
-          fl.applied_rows([&](const auto&... v) { prefetch_rows(s, v...); });
-        }
-        for (index_t i = b; i < e; ++i) {
-          const index_t s = seg_at(i);
-          if (s < 0)
-            g(i, s);
-          else
-            h(i, s, k[i - b]);
-        }
-      }
-    };
-    if (st == 1)  // contiguous ids (the usual case): no stride multiply in the loops
-      run(std::true_type{});
-    else
-      run(std::false_type{});
-  }
   /// Where a functor writes four consecutive elements at once (quad(i, s), below): none.
   struct NoQuad {};
   /// g(i, s(i)) over the block, s = -1 for a dropped id (fl: the functor, for its segment rows;
@@ -513,9 +459,14 @@ struct ElementTransform {
       ids_run(std::false_type{});
     };
     if constexpr (Staged) {
-      const Coeffs* c = staged;  // unsorted ids: each segment's coefficients computed before
-      if constexpr (kChunksStaged)
-        if (ahead) return staged_rows(lo, hi, fl, g, h);
+      // Unsorted ids: each segment's coefficients computed before, read per element and
+      // prefetched kAhead elements on. (A chunk's coefficients gathered into a local array
+      // first, then its elements computed, had paid on a 2-vCPU Xeon for four terms or more. On a
+      // 2-vCPU Zen 5 it cost more; without it against with it, scripts/ab.sh, rows of 3 floats,
+      // L = 3, 2 threads: N = 1e6 axpy_double_backward 0.69, axpby_double_backward 0.76,
+      // inner_products_backward 0.61 and its double backward 0.75; N = 2^25 0.75, 0.86, 0.71,
+      // 0.84; single floats N = 1e7 0.60-0.76; rows of 3 doubles N = 1e6 0.67-0.99.)
+      const Coeffs* c = staged;
       elements(
           [&](index_t i, index_t s) SEGOPS_INLINE {
             if (s < 0) return g(i, s);  // dropped ids: rare, predictable
