@@ -461,9 +461,9 @@ struct ElementTransform {
     if constexpr (Staged) {
       // Unsorted ids: each segment's coefficients computed before, read per element and
       // prefetched kAhead elements on. (A chunk's coefficients gathered into a local array
-      // first, then its elements computed, had paid on a 2-vCPU Xeon for four terms or more. On a
-      // 2-vCPU Zen 5 it cost more; without it against with it, scripts/ab.sh, rows of 3 floats,
-      // L = 3, 2 threads: N = 1e6 axpy_double_backward 0.69, axpby_double_backward 0.76,
+      // first, then its elements computed, had paid for four terms or more when 7809b93 added
+      // it. On a 2-vCPU Zen 5 it cost more; without it against with it, scripts/ab.sh, rows of 3
+      // floats, L = 3, 2 threads: N = 1e6 axpy_double_backward 0.69, axpby_double_backward 0.76,
       // inner_products_backward 0.61 and its double backward 0.75; N = 2^25 0.75, 0.86, 0.71,
       // 0.84; single floats N = 1e7 0.60-0.76; rows of 3 doubles N = 1e6 0.67-0.99.)
       const Coeffs* c = staged;
