@@ -49,60 +49,69 @@ TEST(Bilinear, MulKeepsNegativeZero) {
     }
 }
 
-/// Sorted single values: the per-element passes write each segment as whole vectors from its
-/// first element, past its end, and the segments after it write over that (segment_vectors).
-/// Outputs that are windows of a larger array keep every value outside the window, and each
-/// element holds its own product, bit for bit: mul, dot_backward and axpy_backward, in floats and
-/// doubles, over segments of 0 to 12 elements in several blocks (N not a multiple of one).
+/// Sorted single values and rows of 3: the per-element passes write each segment as whole vectors
+/// from its first value, past its end, and the segments after it write over that
+/// (segment_vectors), in blocks whose segments average 2.5 elements or more; the others go
+/// element by element. Outputs that are windows of a larger array keep every value outside the
+/// window, and each value is its own product, bit for bit: mul, dot_backward and axpy_backward, in
+/// floats and doubles, over stretches of segments of 0 to 12 elements and of 0 to 2 (blocks of
+/// either kind side by side, N not a multiple of a block), ending in segments whose vectors would
+/// pass the end of the window.
 TEST(Bilinear, VectorRunsStayInsideTheOutput) {
   std::mt19937_64 rng(149);
-  std::vector<i64> counts(1500);
-  for (auto& x : counts) x = static_cast<i64>(rng() % 13);
+  std::vector<i64> counts(3500);
+  for (std::size_t k = 0; k < counts.size(); ++k)
+    counts[k] = static_cast<i64>(rng() % ((k / 500) % 2 ? 3 : 13));
+  // the last rows: one segment of 1, then 4 (a vector from the first passes the end of the rows)
+  counts.push_back(1);
+  counts.push_back(4);
   const Case c{"vector_runs", ids_from_counts(counts), static_cast<i64>(counts.size())};
   const auto seg = make_segments<std::int32_t>(c, Mode::Sorted);
   const i64 n = c.n(), m = c.m, pad = 40;
-  auto run = [&](auto zero) {
+  auto run = [&](auto zero, i64 d) {
     using T = decltype(zero);
-    const auto xv = random_vector<T>(rng, n), gv = random_vector<T>(rng, n);
+    const auto xv = random_vector<T>(rng, n * d), gv = random_vector<T>(rng, n * d);
     const auto av = random_vector<T>(rng, m);
-    const auto x = device_matrix<T>(xv, n, 1), g = device_matrix<T>(gv, n, 1);
+    const auto x = device_matrix<T>(xv, n, d), g = device_matrix<T>(gv, n, d);
     const auto a = device_vector<T>(av);
     // window k of buf: rows [pad + k (n + pad), pad + k (n + pad) + n); kSentinel around them
-    const auto buf = device_matrix<T>(
-        std::vector<T>(static_cast<std::size_t>(2 * (n + pad) + pad), T(kSentinel)),
-        2 * (n + pad) + pad, 1);
+    const i64 rows = 2 * (n + pad) + pad;
+    const auto buf =
+        device_matrix<T>(std::vector<T>(static_cast<std::size_t>(rows * d), T(kSentinel)), rows, d);
     auto window = [&](i64 k) {
       const i64 b = pad + k * (n + pad);
       return Kokkos::subview(buf, std::make_pair(b, b + n), Kokkos::ALL);
     };
     const auto ga = device_vector<T>(std::vector<T>(static_cast<std::size_t>(m), T(0)));
-    // want(k, i): what window k's element i must hold
+    // want(k, v): what window k's value v (element v / d, component v % d) must hold
     auto check = [&](const char* op, auto want0, auto want1, bool two) {
       const auto h = to_host(buf);
       i64 bad = 0;
       for (i64 r = 0; r < static_cast<i64>(h.size()); ++r) {
-        const i64 k = r < n + pad ? 0 : 1, i = r - pad - k * (n + pad);
-        const bool inside = i >= 0 && i < n && (k == 0 || two);
-        const T expect = !inside ? T(kSentinel) : k == 0 ? want0(i) : want1(i);
+        const i64 k = r / d < n + pad ? 0 : 1, v = r - (pad + k * (n + pad)) * d;
+        const bool inside = v >= 0 && v < n * d && (k == 0 || two);
+        const T expect = !inside ? T(kSentinel) : k == 0 ? want0(v) : want1(v);
         bad += static_cast<T>(h[r]) != expect;
       }
-      EXPECT_EQ(bad, 0) << op << (sizeof(T) == 4 ? " float" : " double");
+      EXPECT_EQ(bad, 0) << op << (sizeof(T) == 4 ? " float" : " double") << ", D = " << d;
     };
-    auto as = [&](i64 i) { return av[c.ids[i]]; };
+    auto as = [&](i64 v) { return av[c.ids[v / d]]; };
     segops::segmented_mul(Exec(), seg, a, x, window(0));
     check(
-        "mul", [&](i64 i) { return T(as(i) * xv[i]); }, [](i64) { return T(0); }, false);
+        "mul", [&](i64 v) { return T(as(v) * xv[v]); }, [](i64) { return T(0); }, false);
     segops::segmented_dot_backward(Exec(), seg, x, g, a, window(0), window(1));
     check(
-        "dot_backward", [&](i64 i) { return T(as(i) * gv[i]); },
-        [&](i64 i) { return T(as(i) * xv[i]); }, true);
+        "dot_backward", [&](i64 v) { return T(as(v) * gv[v]); },
+        [&](i64 v) { return T(as(v) * xv[v]); }, true);
     segops::segmented_axpy_backward(Exec(), seg, a, x, g, window(0), window(1), ga);
     check(
-        "axpy_backward", [&](i64 i) { return gv[i]; }, [&](i64 i) { return T(as(i) * gv[i]); },
+        "axpy_backward", [&](i64 v) { return gv[v]; }, [&](i64 v) { return T(as(v) * gv[v]); },
         true);
   };
-  run(float(0));
-  run(double(0));
+  for (i64 d : {1, 3}) {
+    run(float(0), d);
+    run(double(0), d);
+  }
 }
 
 // ---- bad input: each throws segops::Error naming the op and the argument, outputs untouched ----

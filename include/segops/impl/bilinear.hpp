@@ -145,9 +145,10 @@ struct Combination {
     store_packed3(o.ptr + i * 3, r);
     return true;
   }
-  /// Single values in whole vectors V (16 or 32 bytes; ElementTransform::segment_vectors): the
-  /// coefficients of a segment splat across V, then the values of the lanes' elements from i on,
-  /// in apply's operations (the same bits), computed from loads only and then stored.
+  /// Values in whole vectors V (16 or 32 bytes; ElementTransform::segment_vectors, single values
+  /// or packed rows): the coefficients of a segment splat across V, then the lanes' values from
+  /// position i on (element i / W, component i % W), in apply's operations (the same bits),
+  /// computed from loads only and then stored.
   static constexpr bool kVectorRuns = std::is_same_v<O, T> && HostVec<T>::ok;
   template <class V>
   struct Splat {

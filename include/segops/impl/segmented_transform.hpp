@@ -125,19 +125,19 @@ inline constexpr index_t element_block_v =
     Kokkos::SpaceAccessibility<Exec, Kokkos::HostSpace>::accessible ? kTileQuantum : 1;
 
 #ifdef SEGOPS_HOST_VECTORS
-/// Positions past a segment's end that vector_segment may write.
+/// Values past a segment's end that vector_segment may write: the default Spill (rows of 1).
 inline constexpr index_t kVectorSpill = 8;
-/// Elements [b, e) of segment s, single values of a functor with vector runs (F::kVectorRuns), as
-/// whole vectors V from b on, the coefficients splat once (vector_coeffs): kVectorSpill / lanes
-/// vectors where the segment has up to kVectorSpill elements (a fixed count, no loop exit to
-/// mispredict), else a loop of them. Writes positions [b, e + kVectorSpill) at most: those past e
-/// hold values of no meaning until the segments after s are written (ElementTransform's
-/// segment_vectors). AllSegment: every coefficient is a per-segment value (F::segment_coeffs()),
-/// so that none is tested per segment.
-template <class V, bool AllSegment, class F>
+/// Values [b, e) of segment s (element i's packed row of W at positions i W .. i W + W - 1) of a
+/// functor with vector runs (F::kVectorRuns), as whole vectors V from b on, the coefficients
+/// splat once (vector_coeffs): Spill / lanes vectors where the segment has up to Spill values (a
+/// fixed count, no loop exit to mispredict), else a loop of them. Writes positions [b, e + Spill)
+/// at most: those past e hold values of no meaning until the segments after s are written
+/// (ElementTransform's segment_vectors). AllSegment: every coefficient is a per-segment value
+/// (F::segment_coeffs()), so that none is tested per segment.
+template <class V, bool AllSegment, index_t Spill = kVectorSpill, class F>
 SEGOPS_WIDE_INLINE void vector_segment(const F& fl, index_t s, index_t b, index_t e) {
   constexpr index_t lanes = index_t(sizeof(V) / sizeof(typename F::value_type));
-  constexpr int NV = int(kVectorSpill / lanes);
+  constexpr int NV = int(Spill / lanes);
   typename F::template Splat<V> kv;
   fl.template vector_coeffs<AllSegment>(s, kv);
   auto at = [&](index_t i) SEGOPS_INLINE {
@@ -145,7 +145,7 @@ SEGOPS_WIDE_INLINE void vector_segment(const F& fl, index_t s, index_t b, index_
     fl.vector_values(i, kv, r);
     fl.vector_store(i, r);
   };
-  if (e - b <= kVectorSpill) {
+  if (e - b <= Spill) {
     for (int q = 0; q < NV; ++q) at(b + q * lanes);
   } else {
     for (index_t i = b; i < e; i += lanes) at(i);
@@ -180,9 +180,8 @@ struct ElementTransform {
             if constexpr (Block == kTileQuantum && !Staged &&
                           requires { fl.template packed_run<W>(index_t(0), index_t(0), 0); })
               if (segment_runs<W>(blk, fl)) return;
-            if constexpr (Block == kTileQuantum && !Staged && W == 1 &&
-                          requires { requires F::kVectorRuns; })
-              if (segment_vectors(blk, fl)) return;
+            if constexpr (Block == kTileQuantum && !Staged && requires { requires F::kVectorRuns; })
+              if (segment_vectors<W>(blk, fl)) return;
             if constexpr (Block == kTileQuantum && !Staged && W == 1 &&
                           requires { fl.segment_value(index_t(0)); })
               if (segment_values(blk, fl)) return;
@@ -275,25 +274,35 @@ struct ElementTransform {
       copy(std::false_type{});
     return true;
   }
-  /// Sorted ids, single values, a functor of vector runs (F::kVectorRuns: Combinations of values
-  /// of one type): offsets, not ids, are read, and each segment of the block is written as whole
-  /// vectors from its first element on, its coefficients splat once (vector_coeffs): NV vectors
-  /// where it has up to 8 elements (a fixed count, no loop exit to mispredict), else a loop of
-  /// them. The lanes past a segment's end are written too and then rewritten by the segments
-  /// after it, in order (the ops check that no output aliases an input, so none of them is read
-  /// after it is written). The block's last segments, whose vectors would pass its end (another
-  /// work item's elements), go element by element. The same operations per element (the same
-  /// bits). On a baseline x86-64 build the loop is compiled a second time for AVX2, 32-byte
-  /// vectors, and taken where the CPU has it (as TileReduce::batch_loops). Against the element
-  /// loop, scripts/ab.sh, L = 3, single values, 2 threads, a Zen 5 VM (both sides built with
-  /// 64-byte aligned functions, loops and jumps: this loop's time moved 0.8-1.3x with its
+  /// Sorted ids, single values or packed rows of 3 (W), a functor of vector runs (F::kVectorRuns:
+  /// Combinations of values of one type, each coefficient one value per segment, so that a
+  /// segment's rows are one run of values), in blocks whose segments average 2.5 elements or
+  /// more: offsets, not ids, are read, and each segment of the block is written as whole vectors
+  /// from its first value on, its coefficients splat once (vector_coeffs): a fixed count of
+  /// vectors where it has up to 8 values (rows of 1) or 16 (rows of 3), no loop exit to
+  /// mispredict, else a loop of them. The lanes past a segment's end are written too and then
+  /// rewritten by the segments after it, in order (the ops check that no output aliases an input,
+  /// so none of them is read after it is written). The block's last segments, whose vectors would
+  /// pass its end (another work item's elements), go element by element. The same operations per
+  /// value (the same bits). On a baseline x86-64 build the loop is compiled a second time for AVX2,
+  /// 32-byte vectors, and taken where the CPU has it (as TileReduce::batch_loops). Against the
+  /// element loop, scripts/ab.sh, L = 3, single values, 2 threads, a Zen 5 VM (both sides built
+  /// with 64-byte aligned functions, loops and jumps: this loop's time moved 0.8-1.3x with its
   /// placement otherwise): floats N = 1e6 mul 0.90, mul_backward 0.93, dot_backward 0.81, axpby
   /// 0.96, axpy_backward 0.98, axpby_backward 0.92, mul_double_backward 0.77,
   /// inner_products_backward 0.65; N = 2^25 mul 0.96, mul_backward 0.95, dot_backward 0.97,
   /// mul_double_backward 0.82; doubles N = 1e6 0.82-0.88 for dot_backward, mul_double_backward and
   /// inner_products_backward, 0.98-1.03 for the others. (Splat by a lane loop, not a broadcast,
-  /// made dot_backward 1.4x slower.)
-  template <class FF>
+  /// made dot_backward 1.4x slower.) Those runs had L = 3 only: blocks of shorter segments lost,
+  /// single floats L = 1, N = 1e6, 1.03-2.55 for the same ops, 0.76-1.31 at L = 2, whence the
+  /// 2.5. Gated so, against that ungated loop (mul, mul_backward, dot_backward, axpby,
+  /// inner_products_backward, mul_double_backward, axpy_backward): single floats L = 1, N = 1e6
+  /// 0.41-0.95, 2^25 0.64-0.99; doubles 0.56-0.94; L = 3 0.92-1.03. Rows of 3 (16 values in the
+  /// fixed count: with 8 mul took 2.2x the element loop's time, with 24 no better than 16), against
+  /// the loop of four elements (packed_quad) and the element loop: floats L = 3, N = 1e6 0.54-0.99
+  /// (axpby 0.69, inner_products_backward 0.54), 2^25 0.85-1.01; L = 30 0.70-0.97; L = 1 (not
+  /// taken) 0.97-1.01; doubles L = 3 0.91-1.00.
+  template <int W, class FF>
   KOKKOS_FUNCTION bool segment_vectors(index_t blk, const FF& fl) const {
 #ifndef SEGOPS_HOST_VECTORS
     (void)blk;
@@ -301,35 +310,38 @@ struct ElementTransform {
     return false;  // (no caller: F::kVectorRuns is declared with host vectors only)
 #else
     if (offsets.extent(0) == 0) return false;
+    // blocks whose segments average fewer than 2.5 elements: the element loop
+    const index_t lo = blk * Block, hi = Kokkos::min(n, lo + Block);
+    if (2 * (hi - lo) < 5 * (tile_first(blk + 1) - tile_first(blk))) return false;
 #ifdef SEGOPS_WIDE_DISPATCH
-    if (host_has_avx2()) return segment_vectors_wide(blk, fl);
+    if (host_has_avx2()) return segment_vectors_wide<W>(blk, fl);
 #endif
 #if defined(SEGOPS_HOST_WIDE) && defined(__AVX2__)
-    vector_block<typename HostWide<typename FF::value_type>::type>(blk, fl);
+    vector_block<typename HostWide<typename FF::value_type>::type, W>(blk, fl);
 #else
-    vector_block<typename HostVec<typename FF::value_type>::type>(blk, fl);
+    vector_block<typename HostVec<typename FF::value_type>::type, W>(blk, fl);
 #endif
     return true;
 #endif
   }
 #ifdef SEGOPS_HOST_VECTORS
 #ifdef SEGOPS_WIDE_DISPATCH
-  template <class FF>
+  template <int W, class FF>
   SEGOPS_NOINLINE SEGOPS_WIDE_TARGET bool segment_vectors_wide(index_t blk, const FF& fl) const {
-    vector_block<typename HostWide<typename FF::value_type>::type>(blk, fl);
+    vector_block<typename HostWide<typename FF::value_type>::type, W>(blk, fl);
     return true;
   }
 #endif
-  template <class V, class FF>
+  template <class V, int W, class FF>
   SEGOPS_WIDE_INLINE void vector_block(index_t blk, const FF& fl) const {
     // one loop where every coefficient is a per-segment value (no test per segment), one for the
     // others
     if (fl.segment_coeffs())
-      vector_loop<V, true>(blk, fl);
+      vector_loop<V, W, true>(blk, fl);
     else
-      vector_loop<V, false>(blk, fl);
+      vector_loop<V, W, false>(blk, fl);
   }
-  template <class V, bool AllSegment, class FF>
+  template <class V, int W, bool AllSegment, class FF>
   SEGOPS_WIDE_INLINE void vector_loop(index_t blk, const FF& f_in) const {
     const FF fl = f_in;  // a local: its fields stay in registers across the stores
     const Offsets off = offsets;
@@ -337,14 +349,16 @@ struct ElementTransform {
     index_t s = tile_first(blk);
     if (off(s) > lo) --s;  // the segment that started before the block
     index_t b = lo;
-    // segments ending kVectorSpill or more before the block's end: all they write lies in it
-    for (index_t e; (e = off(s + 1)) + kVectorSpill <= hi; ++s) {
-      vector_segment<V, AllSegment>(fl, s, b, e);
+    // segments ending kVectorSpill values or more before the block's end: all they write lies
+    // in it (positions of values: element times W)
+    constexpr index_t Spill = W == 1 ? kVectorSpill : 2 * kVectorSpill;
+    for (index_t e; (e = off(s + 1)) * W + Spill <= hi * W; ++s) {
+      vector_segment<V, AllSegment, Spill>(fl, s, b * W, e * W);
       b = e;
     }
     for (; b < hi; ++s) {  // the rest, element by element
       const index_t e = Kokkos::min(off(s + 1), hi);
-      for (index_t i = b; i < e; ++i) fl.template packed<1>(i, s);
+      for (index_t i = b; i < e; ++i) fl.template packed<W>(i, s);
       b = e;
     }
   }
