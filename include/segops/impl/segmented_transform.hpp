@@ -134,7 +134,7 @@ inline constexpr index_t kVectorSpill = 8;
 /// at most: those past e hold values of no meaning until the segments after s are written
 /// (ElementTransform's segment_vectors). AllSegment: every coefficient is a per-segment value
 /// (F::segment_coeffs()), so that none is tested per segment.
-template <class V, bool AllSegment, index_t Spill = kVectorSpill, class F>
+template <class V, bool AllSegment, index_t Spill = kVectorSpill, bool Exact = false, class F>
 SEGOPS_WIDE_INLINE void vector_segment(const F& fl, index_t s, index_t b, index_t e) {
   constexpr index_t lanes = index_t(sizeof(V) / sizeof(typename F::value_type));
   constexpr int NV = int(Spill / lanes);
@@ -145,7 +145,10 @@ SEGOPS_WIDE_INLINE void vector_segment(const F& fl, index_t s, index_t b, index_
     fl.vector_values(i, kv, r);
     fl.vector_store(i, r);
   };
-  if (e - b <= Spill) {
+  if constexpr (Exact) {  // e - b >= lanes
+    for (; b + lanes < e; b += lanes) at(b);
+    at(e - lanes);  // the last vector ends at e (over values of this segment written already)
+  } else if (e - b <= Spill) {
     for (int q = 0; q < NV; ++q) at(b + q * lanes);
   } else {
     for (index_t i = b; i < e; i += lanes) at(i);
@@ -283,25 +286,30 @@ struct ElementTransform {
   /// mispredict, else a loop of them. The lanes past a segment's end are written too and then
   /// rewritten by the segments after it, in order (the ops check that no output aliases an input,
   /// so none of them is read after it is written). The block's last segments, whose vectors would
-  /// pass its end (another work item's elements), go element by element. The same operations per
-  /// value (the same bits). On a baseline x86-64 build the loop is compiled a second time for AVX2,
-  /// 32-byte vectors, and taken where the CPU has it (as TileReduce::batch_loops). Against the
-  /// element loop, scripts/ab.sh, L = 3, single values, 2 threads, a Zen 5 VM (both sides built
-  /// with 64-byte aligned functions, loops and jumps: this loop's time moved 0.8-1.3x with its
-  /// placement otherwise): floats N = 1e6 mul 0.90, mul_backward 0.93, dot_backward 0.81, axpby
-  /// 0.96, axpy_backward 0.98, axpby_backward 0.92, mul_double_backward 0.77,
-  /// inner_products_backward 0.65; N = 2^25 mul 0.96, mul_backward 0.95, dot_backward 0.97,
-  /// mul_double_backward 0.82; doubles N = 1e6 0.82-0.88 for dot_backward, mul_double_backward and
-  /// inner_products_backward, 0.98-1.03 for the others. (Splat by a lane loop, not a broadcast,
-  /// made dot_backward 1.4x slower.) Those runs had L = 3 only: blocks of shorter segments lost,
-  /// single floats L = 1, N = 1e6, 1.03-2.55 for the same ops, 0.76-1.31 at L = 2, whence the
-  /// 2.5. Gated so, against that ungated loop (mul, mul_backward, dot_backward, axpby,
-  /// inner_products_backward, mul_double_backward, axpy_backward): single floats L = 1, N = 1e6
-  /// 0.41-0.95, 2^25 0.64-0.99; doubles 0.56-0.94; L = 3 0.92-1.03. Rows of 3 (16 values in the
+  /// pass its end (another work item's elements), are written by vectors of which the last ends
+  /// at the segment's end (or the block's) where they have a vector's worth of values, else
+  /// element by element. The same operations per value (the same bits). On a baseline x86-64 build
+  /// the loop is compiled a second time for AVX2, 32-byte vectors, and taken where the CPU has it
+  /// (as TileReduce::batch_loops). Against the element loop, scripts/ab.sh, L = 3, single values, 2
+  /// threads, a Zen 5 VM (both sides built with 64-byte aligned functions, loops and jumps: this
+  /// loop's time moved 0.8-1.3x with its placement otherwise): floats N = 1e6 mul 0.90,
+  /// mul_backward 0.93, dot_backward 0.81, axpby 0.96, axpy_backward 0.98, axpby_backward 0.92,
+  /// mul_double_backward 0.77, inner_products_backward 0.65; N = 2^25 mul 0.96, mul_backward 0.95,
+  /// dot_backward 0.97, mul_double_backward 0.82; doubles N = 1e6 0.82-0.88 for dot_backward,
+  /// mul_double_backward and inner_products_backward, 0.98-1.03 for the others. (Splat by a lane
+  /// loop, not a broadcast, made dot_backward 1.4x slower.) Those runs had L = 3 only: blocks of
+  /// shorter segments lost, single floats L = 1, N = 1e6, 1.03-2.55 for the same ops, 0.76-1.31 at
+  /// L = 2, whence the 2.5. Gated so, against that ungated loop (mul, mul_backward, dot_backward,
+  /// axpby, inner_products_backward, mul_double_backward, axpy_backward): single floats L = 1, N =
+  /// 1e6 0.41-0.95, 2^25 0.64-0.99; doubles 0.56-0.94; L = 3 0.92-1.03. Rows of 3 (16 values in the
   /// fixed count: with 8 mul took 2.2x the element loop's time, with 24 no better than 16), against
   /// the loop of four elements (packed_quad) and the element loop: floats L = 3, N = 1e6 0.54-0.99
   /// (axpby 0.69, inner_products_backward 0.54), 2^25 0.85-1.01; L = 30 0.70-0.97; L = 1 (not
-  /// taken) 0.97-1.01; doubles L = 3 0.91-1.00.
+  /// taken) 0.97-1.01; doubles L = 3 0.91-1.00. At L = 1000 most blocks end inside a segment:
+  /// that part went element by element at first (rows of 3, N = 1e6: 1.04-1.28 against the old
+  /// loops), in vectors ending at the block's end 0.90-0.99 (2^25 0.99-1.03); single floats
+  /// N = 1e6 0.47 (inner_products_backward), 0.71 (mul_double_backward), 0.98-1.11 for the rest,
+  /// 2^25 0.87-1.01.
   template <int W, class FF>
   KOKKOS_FUNCTION bool segment_vectors(index_t blk, const FF& fl) const {
 #ifndef SEGOPS_HOST_VECTORS
@@ -356,9 +364,15 @@ struct ElementTransform {
       vector_segment<V, AllSegment, Spill>(fl, s, b * W, e * W);
       b = e;
     }
-    for (; b < hi; ++s) {  // the rest, element by element
+    // the rest: vectors that end at the segment's end or the block's where they hold a vector,
+    // else element by element
+    constexpr index_t lanes = index_t(sizeof(V) / sizeof(typename FF::value_type));
+    for (; b < hi; ++s) {
       const index_t e = Kokkos::min(off(s + 1), hi);
-      for (index_t i = b; i < e; ++i) fl.template packed<W>(i, s);
+      if ((e - b) * W >= lanes)
+        vector_segment<V, AllSegment, Spill, true>(fl, s, b * W, e * W);
+      else
+        for (index_t i = b; i < e; ++i) fl.template packed<W>(i, s);
       b = e;
     }
   }
