@@ -132,7 +132,8 @@ inline constexpr index_t kVectorSpill = 8;
 /// splat once (vector_coeffs): Spill / lanes vectors where the segment has up to Spill values (a
 /// fixed count, no loop exit to mispredict), else a loop of them. Writes positions [b, e + Spill)
 /// at most: those past e hold values of no meaning until the segments after s are written
-/// (ElementTransform's segment_vectors). AllSegment: every coefficient is a per-segment value
+/// (ElementTransform's segment_vectors). Exact (e - b at least a vector's lanes): [b, e) only,
+/// the last vector ending at e. AllSegment: every coefficient is a per-segment value
 /// (F::segment_coeffs()), so that none is tested per segment.
 template <class V, bool AllSegment, index_t Spill = kVectorSpill, bool Exact = false, class F>
 SEGOPS_WIDE_INLINE void vector_segment(const F& fl, index_t s, index_t b, index_t e) {
@@ -357,8 +358,8 @@ struct ElementTransform {
     index_t s = tile_first(blk);
     if (off(s) > lo) --s;  // the segment that started before the block
     index_t b = lo;
-    // segments ending kVectorSpill values or more before the block's end: all they write lies
-    // in it (positions of values: element times W)
+    // segments ending Spill values or more before the block's end: all they write lies in it
+    // (positions of values: element times W)
     constexpr index_t Spill = W == 1 ? kVectorSpill : 2 * kVectorSpill;
     for (index_t e; (e = off(s + 1)) * W + Spill <= hi * W; ++s) {
       vector_segment<V, AllSegment, Spill>(fl, s, b * W, e * W);
