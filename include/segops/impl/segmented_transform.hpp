@@ -305,9 +305,9 @@ struct ElementTransform {
   /// 1e6 0.41-0.95, 2^25 0.64-0.99; doubles 0.56-0.94; L = 3 0.92-1.03. Rows of 3 (16 values in the
   /// fixed count: with 8 mul took 2.2x the element loop's time, with 24 no better than 16), against
   /// the loop of four elements (packed_quad) and the element loop: floats L = 3, N = 1e6 0.54-0.99
-  /// (axpby 0.69, inner_products_backward 0.54), 2^25 0.85-1.01; L = 30 0.70-0.97; L = 1 (not
+  /// (axpby 0.69, inner_products_backward 0.54), 2^25 0.85-1.01; L = 30 0.71-1.01; L = 1 (not
   /// taken) 0.97-1.01; doubles L = 3 0.91-1.00. At L = 1000 most blocks end inside a segment:
-  /// that part went element by element at first (rows of 3, N = 1e6: 1.04-1.28 against the old
+  /// that part went element by element at first (rows of 3, N = 1e6: 0.98-1.28 against the old
   /// loops), in vectors ending at the block's end 0.90-0.99 (2^25 0.99-1.03); single floats
   /// N = 1e6 0.47 (inner_products_backward), 0.71 (mul_double_backward), 0.98-1.11 for the rest,
   /// 2^25 0.87-1.01.
