@@ -62,7 +62,7 @@ TEST(Bilinear, VectorRunsStayInsideTheOutput) {
   std::vector<i64> counts(3500);
   for (std::size_t k = 0; k < counts.size(); ++k)
     counts[k] = static_cast<i64>(rng() % ((k / 500) % 2 ? 3 : 13));
-  // the last rows: one segment of 1, then 4 (a vector from the first passes the end of the rows)
+  // the last rows: one segment of 1, then 4 (a vector from the first would pass the rows' end)
   counts.push_back(1);
   counts.push_back(4);
   const Case c{"vector_runs", ids_from_counts(counts), static_cast<i64>(counts.size())};
