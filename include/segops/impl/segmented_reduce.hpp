@@ -402,14 +402,12 @@ struct PrivateReduce {
     const R rl = r;
     const index_t lo = b * kCombine, hi = Kokkos::min(m, lo + kCombine);
     if (all_copies) {
-      bool done = false;
       if constexpr (requires { rl.add_copies(scratch, pw, lo, hi, m, parts); })
-        done = rl.add_copies(scratch, pw, lo, hi, m, parts);
-      if (!done)
-        for (index_t s = lo; s < hi; ++s) {
-          rl.set_row(OutSlot{s}, scratch + s * pw);
-          for (index_t q = 1; q < parts; ++q) rl.add_row(OutSlot{s}, scratch + (q * m + s) * pw);
-        }
+        if (rl.add_copies(scratch, pw, lo, hi, m, parts)) return;  // finalized too
+      for (index_t s = lo; s < hi; ++s) {
+        rl.set_row(OutSlot{s}, scratch + s * pw);
+        for (index_t q = 1; q < parts; ++q) rl.add_row(OutSlot{s}, scratch + (q * m + s) * pw);
+      }
     } else if (Acc* rows = rl.dense_rows()) {  // packed rows: one flat loop per copy
       for (index_t q = 1; q < parts; ++q) {
         const Acc* copy = scratch + (q - 1) * m * w;
@@ -1318,17 +1316,23 @@ struct SumReducer {
   }();
   /// PrivateReduce's combine where the copies' rows are copy_stride() = 4 floats apart: output
   /// rows [lo, hi) = the copies' rows added in part order (the order of the packed copies' flat
-  /// loop), as vectors. False, and nothing done, for other strides.
+  /// loop), as vectors, then finalized: a finisher that works on vectors and exposes the counts
+  /// (mean's divisions) finishes each row's vector before it is stored, the same operation as
+  /// finalize_range's, which read the stored rows back one value at a time (unsorted mean of
+  /// rows of 3 floats, L = 3, N = 1e6, 2 threads, Zen 5: 0.96-1.05 -> 0.81-0.92 ms, the sum
+  /// 0.81-0.91 ms). False, and nothing done, for other strides.
   KOKKOS_FUNCTION bool add_copies(const Acc* copies, index_t cs, index_t lo, index_t hi, index_t m,
                                   index_t parts) const {
 #ifdef SEGOPS_HOST_VECTORS
     if constexpr (kPadsRows) {
       if (cs == w) return false;
       using V = HostVec<float>::type;
+      constexpr bool fused = has_finalize && vector_finish && requires { fin.counts(lo); };
       Acc* o = dense_rows();
       for (index_t s = lo; s < hi; ++s) {
         V v = load_vec<V>(copies + s * 4);
         for (index_t q = 1; q < parts; ++q) v += load_vec<V>(copies + (q * m + s) * 4);
+        if constexpr (fused) v = fin.finish(v, V{} + divisor(static_cast<index_t>(fin.counts(s))));
         if (o && s + 1 < hi) {  // lane 3 lands on the next row, stored next
           __builtin_memcpy(o + s * 3, &v, sizeof(V));
         } else {
@@ -1336,6 +1340,7 @@ struct SumReducer {
           set_row(OutSlot{s}, a);
         }
       }
+      if constexpr (!fused) finalize_range(lo, hi);
       return true;
     }
 #endif
