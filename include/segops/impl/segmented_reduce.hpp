@@ -1288,10 +1288,9 @@ struct SumReducer {
     if constexpr (requires { map.prefetch_row(e); }) map.prefetch_row(e);
   }
   /// Row stride of PrivateReduce's copies: 4 for sums of packed rows of 3 floats (RowMap::row_vec3;
-  /// the fourth lane stays 0), whose scatter then adds an element's row with one vector load, add
-  /// and store instead of three of each, and whose combine pass adds rows as vectors; else w.
-  /// (Maps that form their 3 values, as inner_products', would build the vector through memory:
-  /// N = 1e5, 212 -> 240 us.)
+  /// the fourth lane stays 0) and for inner_products' three sums of them (DotsMap::row_vec3),
+  /// whose scatter then adds an element's row with one vector load, add and store instead of
+  /// three of each, and whose combine pass adds rows as vectors; else w.
   /// Unsorted sums of rows of 3 floats, N = 1e6, 2 threads: L = 30 (0.4 MB of output) 884-887 ->
   /// 638-697 us, L = 3 (4 MB) 1460-1478 -> 1226-1233 us, though the copies take 4/3 the memory;
   /// ids sorted but for every 64th swapped with a random one, L = 3: 1177-1300 -> 1032-1126 us.
@@ -1324,26 +1323,47 @@ struct SumReducer {
   KOKKOS_FUNCTION bool add_copies(const Acc* copies, index_t cs, index_t lo, index_t hi, index_t m,
                                   index_t parts) const {
 #ifdef SEGOPS_HOST_VECTORS
-    if constexpr (kPadsRows) {
-      if (cs == w) return false;
-      using V = HostVec<float>::type;
-      constexpr bool fused = has_finalize && vector_finish && requires { fin.counts(lo); };
-      Acc* o = dense_rows();
-      for (index_t s = lo; s < hi; ++s) {
-        V v = load_vec<V>(copies + s * 4);
-        for (index_t q = 1; q < parts; ++q) v += load_vec<V>(copies + (q * m + s) * 4);
-        if constexpr (fused) v = fin.finish(v, V{} + divisor(static_cast<index_t>(fin.counts(s))));
-        if (o && s + 1 < hi) {  // lane 3 lands on the next row, stored next
-          __builtin_memcpy(o + s * 3, &v, sizeof(V));
-        } else {
-          const Acc a[3] = {v[0], v[1], v[2]};
-          set_row(OutSlot{s}, a);
+    if constexpr (kPadsRows)
+      if (cs != w) {
+        using V = HostVec<float>::type;
+        constexpr bool fused = has_finalize && vector_finish && requires { fin.counts(lo); };
+        Acc* o = dense_rows();
+        for (index_t s = lo; s < hi; ++s) {
+          V v = load_vec<V>(copies + s * 4);
+          for (index_t q = 1; q < parts; ++q) v += load_vec<V>(copies + (q * m + s) * 4);
+          if constexpr (fused)
+            v = fin.finish(v, V{} + divisor(static_cast<index_t>(fin.counts(s))));
+          if (o && s + 1 < hi) {  // lane 3 lands on the next row, stored next
+            __builtin_memcpy(o + s * 3, &v, sizeof(V));
+          } else {
+            const Acc a[3] = {v[0], v[1], v[2]};
+            set_row(OutSlot{s}, a);
+          }
         }
+        if constexpr (!fused) finalize_range(lo, hi);
+        return true;
       }
-      if constexpr (!fused) finalize_range(lo, hi);
-      return true;
-    }
 #endif
+    if constexpr (requires { Out::static_width; }) {
+      // Several outputs (OutTuple: inner_products' three sums): a segment's copies added in
+      // registers, in part order, and each output stored once (set_row and add_row stored and
+      // read back every value; unsorted, L = 3, 2 threads, Zen 5: inner_products of rows of 3
+      // floats, N = 1e6, 1.58-1.62 -> 1.42-1.44 ms, and 2e6 (copies not padded) 3.2 -> 2.8-2.9
+      // ms; inner_products_double_backward and axpby_backward 0.92-0.99 of the time at N = 1e5
+      // and 1e6, rows of 1 and 3).
+      constexpr int K = Out::static_width;
+      if (cs == K) {
+        for (index_t s = lo; s < hi; ++s) {
+          Acc a[K];
+          for (int k = 0; k < K; ++k) a[k] = copies[s * K + k];
+          for (index_t q = 1; q < parts; ++q)
+            for (int k = 0; k < K; ++k) a[k] += copies[(q * m + s) * K + k];
+          for (int k = 0; k < K; ++k) out(s, k) = a[k];
+        }
+        finalize_range(lo, hi);
+        return true;
+      }
+    }
     (void)copies, (void)cs, (void)lo, (void)hi, (void)m, (void)parts;
     return false;
   }
