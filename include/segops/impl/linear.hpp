@@ -43,6 +43,18 @@ struct RowSumMap {
     for (int d = 0; d < W; ++d) a += static_cast<Acc>(x.ptr[e * W + d]);
     f(0, a);
   }
+#ifdef SEGOPS_HOST_VECTORS
+  /// The sums of elements e .. e + 3 over packed rows of 3 floats as one vector (where
+  /// packed_width() == 3; SumReducer::scatter): their components gathered by columns3x4 and
+  /// added as packed_row adds them, the same bits.
+  HostVec<float>::type row_sums4(index_t e) const
+      requires(std::is_same_v<Acc, float>&& std::is_same_v<T, float>) {
+    using F = HostVec<float>::type;
+    F c[3];
+    columns3x4(x.ptr + e * 3, c);
+    return ((F{} + c[0]) + c[1]) + c[2];
+  }
+#endif
   KOKKOS_FUNCTION index_t flat_width() const { return x.d; }
   KOKKOS_FUNCTION auto flat_run(index_t b, index_t e) const {  // where contiguous()
     return flat(SumRun<Acc, T>{x.ptr + b * x.d}, (e - b) * x.d, (x.n - b) * x.d);

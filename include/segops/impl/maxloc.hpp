@@ -91,24 +91,16 @@ struct RowNorm {
     }
   }
 #ifdef SEGOPS_HOST_VECTORS
-  /// The values of elements e .. e + 3 (rows of 3 floats, packed): their three vectors squared,
-  /// component k of each gathered into one vector, added as operator() adds them, four square
-  /// roots at once; the same bits (a NaN's payload aside: which NaN a row holding several gives
+  /// The values of elements e .. e + 3 (rows of 3 floats, packed): component k of each gathered
+  /// into one vector (columns3x4), squared, added as operator() adds them, four square roots at
+  /// once; the same bits (a NaN's payload aside: which NaN a row holding several gives
   /// depends on the order of each addition's operands: MaxLocReducer::attains).
   HostVec<float>::type values4(index_t e) const
       requires(W == 3 && std::is_same_v<V, float> && std::is_same_v<T, float>) {
     using F = HostVec<float>::type;
-    const float* p = x.ptr + e * 3;
-    const F a = load_vec<F>(p), b = load_vec<F>(p + 4), c = load_vec<F>(p + 8);
-    const F sa = rounded(a * a), sb = rounded(b * b),
-            sc = rounded(c * c);  // rows 0 1 2 0 | 1 2 0 1 | 2 0 1 2
-    // Each component's four squares in two or three shuffles of one shufps each on SSE2 (as
-    // pack_rows3x4; shuffles with lanes of both operands in their first half went through the
-    // stack: max_norm sorted, N = 1e6, 0.75 -> 0.65 ms).
-    const F c0 = shuffle<0, 3, 4, 6>(sa, shuffle<2, 2, 5, 5>(sb, sc)),
-            c1 = shuffle<0, 2, 4, 6>(shuffle<1, 1, 4, 4>(sa, sb), shuffle<3, 3, 6, 6>(sb, sc)),
-            c2 = shuffle<0, 2, 4, 7>(shuffle<2, 2, 5, 5>(sa, sb), sc);
-    return vec_sqrt(((F{} + c0) + c1) + c2);
+    F c[3];
+    columns3x4(x.ptr + e * 3, c);
+    return vec_sqrt(((F{} + rounded(c[0] * c[0])) + rounded(c[1] * c[1])) + rounded(c[2] * c[2]));
   }
 #endif
 };
