@@ -354,26 +354,35 @@ struct MaxLocReducer {
   }
   /// Once the rows of the segments of positions [b, hi) hold their results: each one's index, the
   /// first position whose value attains the result (the first element attaining it, ties and
-  /// NaN alike, as PrivateArg finds it). The positions are walked backwards and every match stores
-  /// its position, into the segment's arg (else into a sink), so the lowest stays; the arg is
-  /// never read, so the positions of a segment do not wait on each other (walk_step's select per
-  /// position and component read and wrote it in memory, a chain through the segment). Unmatched
-  /// rows (empty segments) keep walk_init's kUnset. With the vector fills of walk_init and
-  /// finalize_range, sorted ids, L = 3, N = 1e6, int64 arg, 2 threads, against walk_step: max and
-  /// min of rows of 3 floats 5.3-5.5 -> 3.6-3.8 ms, of single floats 2.2 -> 1.1 ms; max_norm of
-  /// rows of 3 floats 2.6 -> 1.9 ms, its norms four at a time (without an arg: 0.9 ms; this pass
-  /// stores every position's index somewhere, and a ternary in place of select, where GCC made
-  /// it a branch, took 5 ms).
+  /// NaN alike, as PrivateArg finds it). The positions are walked backwards with a row of indices
+  /// carried from one to the next: a component takes the position where it attains, and every
+  /// position stores the whole row into its segment's indices, at an address the ids alone give.
+  /// The last store into a segment's row is at its first position, and by then each component
+  /// holds the first position of the segment that attains: every component of a segment in
+  /// [b, hi) has one there (walk_positions made its result the value of one of them; b is the
+  /// first segment's start), so what the row carried in from the segment after it is overwritten
+  /// before that last store. The indices are never read, so a segment's positions do not wait on
+  /// each other (walk_step's select per position and component read and wrote them in memory, a
+  /// chain through the segment). Unmatched rows (empty segments) keep walk_init's kUnset. With
+  /// the vector fills of walk_init and finalize_range, sorted ids, L = 3, N = 1e6, int64 arg, 2
+  /// threads, against walk_step: max and min of rows of 3 floats 5.3-5.5 -> 3.6-3.8 ms, of single
+  /// floats 2.2 -> 1.1 ms; max_norm of rows of 3 floats 2.6 -> 1.9 ms, its norms four at a time
+  /// (without an arg: 0.9 ms; a ternary in place of select, where GCC made it a branch, took 5
+  /// ms). Each match then stored its position into the index or into a sink, the address chosen
+  /// by the compare; the carried row instead, on a Zen 5: max_norm 1.50-1.52 -> 1.41-1.45 ms,
+  /// single floats 0.96-0.98 ms either way (rows of 2 to 4 floats: first_rows).
   template <int W, class Ids>
   KOKKOS_FUNCTION void first_positions(index_t b, index_t hi, const Ids& id) const {
     // value_of(p, j), result(s, j), index(s, j): packed rows through pointers with the width a
     // constant where they are packed (the strided accessors cost a third of the time)
     auto walk = [&](const auto& value_of, const auto& result, const auto& index) {
-      I sink[W];
+      I row[W] = {};
       auto position = [&](index_t p, const auto& v, const auto& match) {
         const index_t s = static_cast<index_t>(id(p));
-        for (int j = 0; j < W; ++j)
-          *select(match(v(j), result(s, j)), &index(s, j), &sink[j]) = static_cast<I>(p);
+        for (int j = 0; j < W; ++j) {
+          row[j] = select(match(v(j), result(s, j)), static_cast<I>(p), row[j]);
+          index(s, j) = row[j];
+        }
       };
       auto attain = [](V v, V o) { return attains(v, o); };
       auto bits = [](V v, V o) { return same_bits(v, o); };
@@ -403,6 +412,10 @@ struct MaxLocReducer {
         using T = std::remove_const_t<std::remove_pointer_t<decltype(value.x.ptr)>>;
         if (packed(value.x) && value.x.d == W) {
           const T* xp = value.x.ptr;
+#ifdef SEGOPS_HOST_VECTORS
+          if constexpr (std::is_same_v<T, float> && std::is_same_v<V, float> && W >= 2 && W <= 4)
+            return first_rows<W>(b, hi, id, xp, o, a);
+#endif
           return walk([&](index_t p, int j) { return static_cast<V>(xp[p * W + j]); }, result,
                       index);
         }
@@ -410,6 +423,59 @@ struct MaxLocReducer {
       return walk(value, result, index);
     }
     walk(value, out, arg);
+  }
+  /// first_rows' compare of rows x and r of W floats (all ones where their bits are the same)
+  /// value by value, for the last rows.
+  template <int W>
+  static HostVec<float>::bits last_rows_match(const float* x, const float* r) {
+    std::int32_t m[4] = {};
+    for (int j = 0; j < W; ++j) m[j] = same_bits(x[j], r[j]) ? -1 : 0;
+    return load_vec<HostVec<float>::bits>(m);
+  }
+  /// first_positions over packed rows of 2 to 4 floats (x and the results): a position's row
+  /// and its segment's result compared as one vector each (their bits: attains for x's
+  /// entries), and the carried row of indices as one vector (two of 64-bit indices) blended
+  /// with the position by that mask. The rows whose vector would pass the end of x or of the
+  /// results compare value by value. Max of rows of 3 floats, sorted, L = 3, N = 1e6, int64 arg,
+  /// 2 threads, Zen 5: 2.65-3.04 -> 1.98-2.16 ms (without an arg 0.83 ms). The vector compare
+  /// with a store per matching component into the index or a sink had bought nothing (2.6-2.7
+  /// ms: those stores' addresses waited on the compares); a row of 64-bit indices as one 32-byte
+  /// vector lived on the stack on the x86-64 baseline (3.0-3.2 ms).
+  template <int W, class Ids>
+  KOKKOS_FUNCTION void first_rows(index_t b, index_t hi, const Ids& id, const float* xp,
+                                  const float* o, I* a) const {
+    using B = HostVec<float>::bits;
+    using F = HostVec<float>::type;
+    // the carried row: four 32-bit indices in one vector, or 64-bit ones in two (lanes 0 and 1,
+    // 2 and 3), each lane taking p where its component's mask is set
+    using L = std::conditional_t<sizeof(I) == 8, HostVec<double>::bits, B>;
+    constexpr int NL = sizeof(I) == 8 ? 2 : 1, per = 16 / sizeof(I);
+    L row[NL] = {};
+    // positions p < xn and segments s < on: their rows' vectors stay inside x and the results
+    const index_t xn = W == 4 ? value.x.n : value.x.n - 1, on = W == 4 ? out.n : out.n - 1;
+    for (index_t p = hi - 1; p >= b; --p) {
+      const index_t s = static_cast<index_t>(id(p));
+      const B match = p < xn && s < on ? load_vec<B>(xp + p * W) == load_vec<B>(o + s * W)
+                                       : last_rows_match<W>(xp + p * W, o + s * W);
+      const L at = L{} + static_cast<std::remove_cvref_t<decltype(L{}[0])>>(p);
+      for (int h = 0; h < NL; ++h) {
+        L m;
+        if constexpr (NL == 1)
+          m = match;
+        else  // lanes 2h and 2h + 1 of the 32-bit mask widened to 64 bits
+          m = (L)(h == 0 ? shuffle<0, 0, 1, 1>(F(match), F(match))
+                         : shuffle<2, 2, 3, 3>(F(match), F(match)));
+        row[h] = (row[h] & ~m) | (at & m);
+      }
+      I* dst = a + s * W;
+      for (int h = 0; h < NL && h * per < W; ++h) {
+        const int n = Kokkos::min(per, W - h * per);
+        if (n == per)
+          __builtin_memcpy(dst + h * per, &row[h], sizeof(L));
+        else
+          for (int j = 0; j < n; ++j) dst[h * per + j] = static_cast<I>(row[h][j]);
+      }
+    }
   }
   /// Packed rows of width W at `rows` improved at positions [lo, hi) in order, position q's
   /// values into row row(q) (where Drops, row(q) < 0 skips the position), four positions at a
