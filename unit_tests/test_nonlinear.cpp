@@ -95,6 +95,30 @@ TEST(Nonlinear, AllZeroSegmentsGiveZeroGradientsWithoutNaN) {
     }
 }
 
+/// max and min of rows of 2 to 4 floats into int64 args, on small integers (exact ties): the sweeps
+/// pair int64 args with doubles only, and sorted ids take a vector walk for rows of floats whose
+/// 64-bit indices it blends two lanes at a time (MaxLocReducer::first_rows).
+TEST(Nonlinear, FloatRowsIntoInt64Args) {
+  std::mt19937_64 rng(361);
+  for (Mode mode : kModes)
+    for (const auto& c : regimes(361, mode)) {
+      const Descriptors segs(c, mode);
+      for (const i64 d : {2, 3, 4})
+        for (int op : {NL::MaxF, NL::MinF}) {
+          const OpDef& def = def_of<NL>(op);
+          const Dims dm{2, d, 1, 1};
+          Arrays in;
+          std::uniform_int_distribution<int> small(-2, 2);
+          in["x"].resize(c.n() * d);
+          for (auto& v : in["x"]) v = small(rng);
+          derive_state_ref<NL, float, float>(def, c, dm, in);
+          check_inputs<NL, float, float, i64, 2>(def, segs.s32, c, dm, in,
+                                                 describe(def, c, mode_name(mode), dm) + " float");
+          if (::testing::Test::HasFailure()) return;
+        }
+    }
+}
+
 /// max_norm, max and min on small integers: many exact ties, which go to the lowest index.
 TEST(Nonlinear, ExactTiesGoToTheLowestIndex) {
   std::mt19937_64 rng(351);
