@@ -436,17 +436,6 @@ inline bool any_lane(B m) {
 #endif
 }
 
-/// Bit l set where lane l of a compare's result of four 32-bit lanes is set.
-inline int lane_bits(HostVec<float>::bits m) {
-#ifdef __SSE2__
-  return _mm_movemask_ps((__m128)m);
-#else
-  int r = 0;
-  for (int l = 0; l < 4; ++l) r |= int(m[l] != 0) << l;
-  return r;
-#endif
-}
-
 /// Whether any of the NV vectors of T at p (NV * 16 bytes, all readable) holds a NaN: one
 /// unordered compare per vector and one test.
 template <class T, int NV>

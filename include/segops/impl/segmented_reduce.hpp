@@ -1348,9 +1348,9 @@ struct SumReducer {
       // Several outputs (OutTuple: inner_products' three sums): a segment's copies added in
       // registers, in part order, and each output stored once (set_row and add_row stored and
       // read back every value; unsorted, L = 3, 2 threads, Zen 5: inner_products of rows of 3
-      // floats, N = 1e6, 1.58-1.62 -> 1.42-1.44 ms, and 2e6 (copies not padded) 3.2 -> 2.8-2.9
-      // ms; inner_products_double_backward and axpby_backward 0.92-0.99 of the time at N = 1e5
-      // and 1e6, rows of 1 and 3).
+      // floats, N = 1e6 1.58-1.62 -> 1.42-1.44 ms before DotsMap::row_vec3 padded its copies
+      // there, N = 2e6 (copies not padded) 3.2 -> 2.8-2.9 ms; inner_products_double_backward and
+      // axpby_backward 0.92-0.99 of the time at N = 1e5 and 1e6, rows of 1 and 3).
       constexpr int K = Out::static_width;
       if (cs == K) {
         for (index_t s = lo; s < hi; ++s) {
