@@ -397,6 +397,16 @@ inline bool all_below(const index_t (&s)[4], index_t n) {
   return in;
 }
 
+/// Row e of v's n packed rows of 3 floats as a vector, lane 3 zero: one vector load, but for the
+/// last row, read value by value (16 bytes from it on are not all v's).
+inline HostVec<float>::type load_row3(const float* v, index_t n, index_t e) {
+  using V = HostVec<float>::type;
+  using B = HostVec<float>::bits;
+  const float* p = v + e * 3;
+  if (e + 1 < n) return (V)(load_vec<B>(p) & B{-1, -1, -1, 0});
+  return V{p[0], p[1], p[2], 0.f};
+}
+
 /// Rows of 3 floats of v (packed) at rows s[0 .. 4), one vector load each, or false where one of
 /// them is dropped (s < 0) or the last row (16 bytes from it on are not all v's); n: v's rows.
 inline bool load_rows3x4(const float* v, index_t n, const index_t (&s)[4],

@@ -131,12 +131,8 @@ struct DotsMap {
   KOKKOS_FUNCTION auto row_vec3(index_t e) const
       requires(std::is_same_v<Acc, float>&& std::is_same_v<T, float>&& kPairPerSum) {
     using V = HostVec<float>::type;
-    using B = HostVec<float>::bits;
     V x[NV];
-    for (int q = 0; q < NV; ++q) {
-      const float* p = v[q].ptr + e * 3;
-      x[q] = e + 1 < v[q].n ? (V)(load_vec<B>(p) & B{-1, -1, -1, 0}) : V{p[0], p[1], p[2], 0.f};
-    }
+    for (int q = 0; q < NV; ++q) x[q] = load_row3(v[q].ptr, v[q].n, e);
     V t[4] = {};
     int p = 0;
     ((t[p++] = x[Pairs::a] * x[Pairs::b]), ...);

@@ -727,11 +727,7 @@ struct RowMap {
   /// is read value by value.
   KOKKOS_FUNCTION auto row_vec3(index_t e) const
       requires(std::is_same_v<Acc, float>&& std::is_same_v<T, float>) {
-    using V = HostVec<float>::type;
-    using B = HostVec<float>::bits;
-    const float* p = x.ptr + e * 3;
-    if (e + 1 < x.n) return (V)(load_vec<B>(p) & B{-1, -1, -1, 0});
-    return V{p[0], p[1], p[2], 0.f};
+    return load_row3(x.ptr, x.n, e);
   }
 #endif
 };
