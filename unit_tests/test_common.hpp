@@ -105,6 +105,12 @@ inline std::vector<Case> regimes(std::uint64_t seed, bool sorted) {
     for (auto& x : c) x = rng() % 6;
     add("short_many_tiles", c);
   }
+  {  // more segments than elements (one in ten non-empty): unsorted ids take the schedules for
+     // more copied rows than elements (the build's shared counters, sums' segment owners)
+    std::vector<i64> c(500, 0);
+    for (auto& x : c) x = rng() % 10 == 0 ? 1 + rng() % 3 : 0;
+    add("sparse", c);
+  }
   return cases;
 }
 
