@@ -337,6 +337,34 @@ TEST(Segments, ChunkBoundaries) {
   }
 }
 
+/// Sorted ids over several chunks, with segments of every length the host build's offset walk
+/// tells apart (a chunk's mean length L: at most 2, with gaps of random lengths; between 2 and 24;
+/// 24 or more, where runs of one id store nothing), runs of empty segments, and empty segments at
+/// both ends.
+TEST(Segments, SortedOffsetWalks) {
+  std::mt19937_64 rng(11);
+  const i64 n = 3 * segops::impl::kIdChunk + 123;
+  for (int kind = 0; kind < 6; ++kind) {
+    std::vector<i64> counts(rng() % 6, 0);
+    for (i64 total = 0; total < n;) {
+      const i64 r = static_cast<i64>(rng() % 1000);
+      const i64 c = std::min(n - total, kind == 0   ? r % 3                  // L ~ 1, a third empty
+                                        : kind == 1 ? (r % 10 == 0 ? 0 : 1)  // L ~ 1, few gaps
+                                        : kind == 2 ? r % 7                  // L ~ 3
+                                        : kind == 3 ? r % 49                 // L ~ 24
+                                        : kind == 4 ? (r % 4 == 0 ? 1 + r % 100 : 0)
+                                                    : (r % 100 == 0 ? 3000 : r % 2000));
+      counts.push_back(c);
+      total += c;
+    }
+    counts.insert(counts.end(), rng() % 4, 0);
+    const Case c{"walk " + std::to_string(kind), ids_from_counts(counts),
+                 static_cast<i64>(counts.size())};
+    check_descriptor(make_segments<std::int32_t>(c, Mode::Sorted), c, false, c.name);
+    check_descriptor(make_segments<std::int64_t>(c, Mode::Sorted), c, false, c.name + " int64");
+  }
+}
+
 /// Trusted ids out of range are dropped: num_valid, counts, offsets and the permutation ignore
 /// them; the descriptor never reports them as sorted.
 TEST(Segments, TrustedOutOfRangeIds) {

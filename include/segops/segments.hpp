@@ -174,10 +174,12 @@ class Segments {
       } else
         Kokkos::parallel_for("segops::Segments::sorted_offsets", range(exec, 0, m_ + 1),
                              impl::SortedOffsets<ids_view, index_view>{ids_, offsets_, n_});
-      if (m_ > 0)
-        Kokkos::parallel_reduce("segops::Segments::counts", range(exec, 0, m_),
-                                impl::CountsFromOffsets<index_view, index_view>{offsets_, counts_},
+      if (m_ > 0) {
+        const impl::CountsFromOffsets<index_view, index_view> f{
+            offsets_, counts_, m_, host_backend ? impl::kIdChunk : index_type(1)};
+        Kokkos::parallel_reduce("segops::Segments::counts", range(exec, 0, f.chunks()), f,
                                 Kokkos::Max<index_type>(max_count_));
+      }
     } else {
       count_ids(exec);
       if (opt_.deterministic && n_valid_ > 0 && perm_.extent(0) == 0) build_permutation(exec);
