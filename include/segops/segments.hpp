@@ -233,19 +233,23 @@ class Segments {
       if (copies_fit(parts - 1, n_)) {
         auto count = [&](auto counter) {
           using C = decltype(counter);
+          using F = impl::PrivateCounts<ids_view, C>;
+          constexpr index_type line = 64 / sizeof(C);  // counters per cache line
+          const index_type stride = (m_ + line - 1) / line * line;
+          // The deterministic option places each part's elements from its own cursors, which
+          // must hold any place in a segment: one array per part.
+          const bool place =
+              opt_.deterministic && n_valid_ > 0 && index_type(std::numeric_limits<C>::max()) >= n_;
+          const index_type lanes = place ? 1 : F::lanes_for(m_);
           Kokkos::View<C*, memory_space> copies(uninit("segops::Segments::count_copies"),
-                                                parts * m_);
+                                                parts * lanes * stride);
           Kokkos::parallel_for(
               "segops::Segments::counts",
               Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>,
                                   Kokkos::IndexType<index_type>>(exec, 0, parts),
-              impl::PrivateCounts<ids_view, C>{ids_, copies.data(), n_, m_, parts});
-          // The deterministic option places each part's elements from its own cursors, which
-          // must hold any place in a segment.
-          const bool place =
-              opt_.deterministic && n_valid_ > 0 && index_type(std::numeric_limits<C>::max()) >= n_;
-          sum_counts(exec, copies.data(), parts, place);
-          if (place) permute_by_part(exec, copies.data(), parts);
+              F{ids_, copies.data(), n_, m_, stride, parts, lanes, n_valid_ == n_});
+          sum_counts(exec, copies.data(), stride, parts * lanes, place);
+          if (place) permute_by_part(exec, copies.data(), stride, parts);
         };
         if (n_ / parts < std::numeric_limits<std::uint32_t>::max())
           count(std::uint32_t{});
@@ -258,7 +262,7 @@ class Segments {
     Kokkos::parallel_for("segops::Segments::counts", range(exec, 0, n_),
                          impl::CountIds<ids_view, index_view>{ids_, counts_, m_});
     if constexpr (host_backend) {
-      sum_counts(exec, counts_.data(), 1, false);  // one array: counts_ is rewritten as it is
+      sum_counts(exec, counts_.data(), m_, 1, false);  // one array: counts_ is rewritten as it is
     } else {
       using F = impl::CountsScan<index_view, index_view>;
       typename F::value_type total{0, 0};
@@ -268,14 +272,16 @@ class Segments {
     }
   }
 
-  /// Host backends: counts_ = the sum of the `parts` arrays of M counters at `copies`, offsets_
+  /// Host backends: counts_ = the sum of the `parts` arrays of M counters at `copies`, `stride`
+  /// apart, offsets_
   /// its exclusive prefix sum, max_count_ its largest (CountsBlockScan; with `cursors`, each
   /// part's counts become its first places within the segments, for PermByPart).
   template <class C>
-  void sum_counts(const ExecSpace& exec, C* copies, index_type parts, bool cursors) {
+  void sum_counts(const ExecSpace& exec, C* copies, index_type stride, index_type parts,
+                  bool cursors) {
     using F = impl::CountsBlockScan<index_view, index_view, C>;
     std::vector<index_type> blocks(2 * ((m_ + impl::kIdChunk - 1) / impl::kIdChunk));
-    const F f{copies, counts_, offsets_, blocks.data(), m_, parts, cursors};
+    const F f{copies, counts_, offsets_, blocks.data(), m_, stride, parts, cursors};
     Kokkos::parallel_for(
         "segops::Segments::counts_sum",
         Kokkos::RangePolicy<ExecSpace, typename F::SumTag, Kokkos::IndexType<index_type>>(exec, 0,
@@ -304,13 +310,13 @@ class Segments {
   /// builds of unsorted ids, N = 1e6, M = N / 3, 2 threads (PermByOwner before, fastest of 41,
   /// 3 interleaved runs): 10.3-12.6 -> 5.5-5.8 ms, without the buckets 8.3-8.4 -> 3.4-3.8 ms.
   template <class C>
-  void permute_by_part(const ExecSpace& exec, C* cursors, index_type parts) {
+  void permute_by_part(const ExecSpace& exec, C* cursors, index_type stride, index_type parts) {
     perm_ = index_view(uninit("segops::Segments::permutation"), n_);
     Kokkos::parallel_for("segops::Segments::perm",
                          Kokkos::RangePolicy<ExecSpace, Kokkos::Schedule<Kokkos::Static>,
                                              Kokkos::IndexType<index_type>>(exec, 0, parts),
                          impl::PermByPart<ids_view, index_view, C, index_view>{
-                             ids_, offsets_, cursors, perm_, n_, m_, parts});
+                             ids_, offsets_, cursors, perm_, n_, m_, stride, parts});
     if (n_valid_ < n_) {
       exec.fence("segops::Segments: permutation of the valid ids");
       index_type j = n_valid_;
