@@ -105,15 +105,17 @@ struct SortedOffsets {
 /// positions that continue the segment of the position before it, then walks its positions
 /// backwards storing offsets(id(i)) = i at every one: the last store to a segment's offset is its
 /// first position, without a branch on whether a segment starts (random for short segments). Its
-/// stores follow the chunk's mean segment length L, so that its branches are predicted: for L <= 2
-/// each position fills a gap of up to 3 empty segments without a branch on its length (gap_store);
-/// for L >= 24 a run of one id stores nothing. Whole sorted builds, N = 1e6, int ids, 2 threads,
-/// Zen 5, before (a store per position, a loop for a gap) -> after, with CountsFromOffsets' loop:
-/// L = 1 1.85-1.89 -> 0.70-0.75 ms, L = 3 0.45-0.47 -> 0.39-0.42, L = 30 0.32-0.33 -> 0.26-0.27,
-/// L = 1000 0.29-0.31 -> 0.16-0.17 (a serial count-and-scan: 0.68-0.71, 0.44-0.48, 0.73-0.77,
-/// 0.26-0.27). Four positions at a time for L < 24 ran slower (L = 5: 0.38 -> 0.57 ms). The
-/// descriptor takes this only where the execution space can access host memory (one thread per
-/// chunk, and a gap of G empty segments is G stores by one thread).
+/// stores follow the chunk's mean segment length L, so that its branches are predicted: for
+/// L <= 2.5 each position fills a gap of up to 3 empty segments without a branch on its length
+/// (gap_store); for L >= 24 a run of one id stores nothing. Whole sorted builds, N = 1e6, int ids,
+/// 2 threads, Zen 5, before (a store per position, a loop for a gap) -> after, with
+/// CountsFromOffsets' loop: L = 1 1.85-1.89 -> 0.70-0.75 ms, L = 3 0.45-0.47 -> 0.39-0.42,
+/// L = 30 0.32-0.33 -> 0.26-0.27, L = 1000 0.29-0.31 -> 0.16-0.17 (a serial count-and-scan:
+/// 0.68-0.71, 0.44-0.48, 0.73-0.77, 0.26-0.27). gap_store up to L = 2.5, not 2: L = 2
+/// 0.61-0.63 -> 0.54 ms (serial 0.52-0.53); up to L = 4 lost at L = 3 and 4 (0.46-0.48 -> 0.51-0.52
+/// and 0.36 -> 0.42 ms, beside a compile). Four positions at a time for L < 24 ran slower (L = 5:
+/// 0.38 -> 0.57 ms). The descriptor takes this only where the execution space can access host
+/// memory (one thread per chunk, and a gap of G empty segments is G stores by one thread).
 template <class IdView, class Offsets>
 struct SortedOffsetsLinear {
   IdView idx;
@@ -144,11 +146,11 @@ struct SortedOffsetsLinear {
       // How the walk stores depends on the chunk's mean segment length L (its positions over its
       // segments), so that its branches are predicted:
       const index_t segs = id(hi - 1) - before, len = hi - k;
-      if (2 * segs >= len) {
-        // L <= 2: many gaps, of random lengths; each position as gap_store.
+      if (2 * len <= 5 * segs) {
+        // L <= 2.5: many gaps, of random lengths; each position as gap_store.
         for (; i >= stop; --i) gap_store(off, i, p[i * st], p[(i - 1) * st], before);
       } else if (24 * segs > len) {
-        // 2 < L < 24: a store per position, a loop for a gap.
+        // 2.5 < L < 24: a store per position, a loop for a gap.
         for (; i >= stop; --i) {
           const index_t cur = p[i * st], prev = p[(i - 1) * st];
           off[cur] = i;
