@@ -234,6 +234,7 @@ class Segments {
         auto count = [&](auto counter) {
           using C = decltype(counter);
           using F = impl::PrivateCounts<ids_view, C>;
+          // Each part's arrays on lines of their own (Kokkos aligns allocations to 64 bytes).
           constexpr index_type line = 64 / sizeof(C);  // counters per cache line
           const index_type stride = (m_ + line - 1) / line * line;
           // The deterministic option places each part's elements from its own cursors, which
@@ -273,9 +274,8 @@ class Segments {
   }
 
   /// Host backends: counts_ = the sum of the `parts` arrays of M counters at `copies`, `stride`
-  /// apart, offsets_
-  /// its exclusive prefix sum, max_count_ its largest (CountsBlockScan; with `cursors`, each
-  /// part's counts become its first places within the segments, for PermByPart).
+  /// apart, offsets_ its exclusive prefix sum, max_count_ its largest (CountsBlockScan; with
+  /// `cursors`, each part's counts become its first places within the segments, for PermByPart).
   template <class C>
   void sum_counts(const ExecSpace& exec, C* copies, index_type stride, index_type parts,
                   bool cursors) {
