@@ -87,7 +87,30 @@ KOKKOS_FUNCTION index_t lower_bound(const V& v, index_t n, index_t value) {
   return lo;
 }
 
-/// Sorted ids: offsets(s) = first position whose id is >= s, found by binary search (no atomics).
+/// The sum and the largest (at least 0) of c[0 .. len), the largest by four running maxima: one
+/// would chain a compare and a select per value (the host builds' counts: CountsBlockScan,
+/// CountsFromOffsets). In one loop: a loop of its own for the sum cost CountsBlockScan's whole
+/// unsorted builds 5% (N = 1e6, L = 3, 2 threads: 0.46-0.48 -> 0.49 ms).
+struct SumMax {
+  index_t sum, max;
+};
+KOKKOS_INLINE_FUNCTION SumMax sum_and_largest(const index_t* c, index_t len) {
+  index_t sum = 0, m0 = 0, m1 = 0, m2 = 0, m3 = 0, s = 0;
+  for (; s + 4 <= len; s += 4) {
+    sum += (c[s] + c[s + 1]) + (c[s + 2] + c[s + 3]);
+    m0 = Kokkos::max(m0, c[s]);
+    m1 = Kokkos::max(m1, c[s + 1]);
+    m2 = Kokkos::max(m2, c[s + 2]);
+    m3 = Kokkos::max(m3, c[s + 3]);
+  }
+  for (; s < len; ++s) {
+    sum += c[s];
+    m0 = Kokkos::max(m0, c[s]);
+  }
+  return {sum, Kokkos::max(Kokkos::max(m0, m1), Kokkos::max(m2, m3))};
+}
+
+/// Sorted ids on CUDA: offsets(s) = first position whose id is >= s, by binary search (no atomics).
 template <class IdView, class Offsets>
 struct SortedOffsets {
   IdView idx;
@@ -151,12 +174,7 @@ struct SortedOffsetsLinear {
         for (; i >= stop; --i) gap_store(off, i, p[i * st], p[(i - 1) * st], before);
       } else if (24 * segs > len) {
         // 2.5 < L < 24: a store per position, a loop for a gap.
-        for (; i >= stop; --i) {
-          const index_t cur = p[i * st], prev = p[(i - 1) * st];
-          off[cur] = i;
-          if (cur > prev + 1)
-            for (index_t s = prev + 1; s < cur; ++s) off[s] = i;
-        }
+        for (; i >= stop; --i) store(off, i, p[i * st], p[(i - 1) * st]);
       } else {
         // L >= 24: four positions at a time, none storing where the four and the one below them
         // have one id (a position below stores it), a gap out of line.
@@ -186,9 +204,13 @@ struct SortedOffsetsLinear {
       off[cur - 1] = i;
       off[cur] = i;
     } else {
-      off[cur] = i;
-      for (index_t s = prev + 1; s < cur; ++s) off[s] = i;
+      store(off, i, cur, prev);
     }
+  }
+  /// offsets(cur) = i, and a loop over the gap (prev, cur).
+  static void store(index_t* off, index_t i, index_t cur, index_t prev) {
+    off[cur] = i;
+    for (index_t s = prev + 1; s < cur; ++s) off[s] = i;
   }
   /// The gaps of positions i - 3 .. i (ids d .. a, e below them), out of the walk's loop.
   [[gnu::noinline]] static void gaps4(index_t* off, index_t i, index_t a, index_t b, index_t c,
@@ -303,15 +325,15 @@ struct CountsScan {
 
 /// Unsorted ids on host backends: the count of segment s is the sum of `parts` arrays of m
 /// counters, `stride` apart (PrivateCounts' copies, or counts itself with parts = 1 after atomic
-/// counting), and
-/// offsets its exclusive prefix sum, in two passes over blocks of kIdChunk segments instead of a
-/// parallel_scan (which reads its input in both of its passes, and kept the pair of sums in
-/// memory): SumTag adds the arrays into counts and writes each block's sum and largest count to
-/// `blocks`; the caller turns the sums into exclusive prefixes; OffsetTag writes the offsets from
-/// counts. (Whole unsorted builds, N = 1e6, M = N / 3, 2 threads: 1.09 ms with the parallel_scan,
-/// 0.99 with the copies added before a scan of counts, 0.86-0.90 ms like this. On a later machine,
-/// 0.61 -> 0.50 ms with SumTag's loops over one part at a time and four running maxima, where it
-/// had added the parts segment by segment, its largest count a compare-and-select chain.)
+/// counting), and offsets its exclusive prefix sum, in two passes over blocks of kIdChunk segments
+/// instead of a parallel_scan (which reads its input in both of its passes, and kept the pair of
+/// sums in memory): SumTag adds the arrays into counts and writes each block's sum and largest
+/// count to `blocks`; the caller turns the sums into exclusive prefixes; OffsetTag writes the
+/// offsets from counts. (Whole unsorted builds, N = 1e6, M = N / 3, 2 threads: 1.09 ms with the
+/// parallel_scan, 0.99 with the copies added before a scan of counts, 0.86-0.90 ms like this. On a
+/// later machine, 0.61 -> 0.50 ms with SumTag's loops over one part at a time and four running
+/// maxima, where it had added the parts segment by segment, its largest count a compare-and-select
+/// chain.)
 ///
 /// With `cursors`, SumTag also turns each part's counts into that part's first place within the
 /// segment (the counts of the parts before it), for PermByPart.
@@ -348,21 +370,9 @@ struct CountsBlockScan {
       else
         for (index_t s = 0; s < len; ++s) c[s] += static_cast<index_t>(k[s]);
     }
-    // Four running maxima: one would chain a compare and a select per segment.
-    index_t sum = 0, m0 = 0, m1 = 0, m2 = 0, m3 = 0, s = 0;
-    for (; s + 4 <= len; s += 4) {
-      sum += (c[s] + c[s + 1]) + (c[s + 2] + c[s + 3]);
-      m0 = Kokkos::max(m0, c[s]);
-      m1 = Kokkos::max(m1, c[s + 1]);
-      m2 = Kokkos::max(m2, c[s + 2]);
-      m3 = Kokkos::max(m3, c[s + 3]);
-    }
-    for (; s < len; ++s) {
-      sum += c[s];
-      m0 = Kokkos::max(m0, c[s]);
-    }
-    blocks[2 * b] = sum;
-    blocks[2 * b + 1] = Kokkos::max(Kokkos::max(m0, m1), Kokkos::max(m2, m3));
+    const SumMax t = sum_and_largest(c, len);
+    blocks[2 * b] = t.sum;
+    blocks[2 * b + 1] = t.max;
   }
   KOKKOS_FUNCTION void operator()(OffsetTag, index_t b) const {
     const index_t lo = b * kIdChunk, hi = Kokkos::min(m, lo + kIdChunk);
@@ -376,7 +386,7 @@ struct CountsBlockScan {
 };
 
 /// counts(s) from sorted ids' offsets, reducing the largest; over chunks of `chunk` segments
-/// (host backends: kIdChunk, a loop with two running maxima in locals; CUDA: 1). (The reduction per
+/// (host backends: kIdChunk, the counts' loop, then sum_and_largest; CUDA: 1). (The reduction per
 /// segment, into the reducer's reference, chained a compare and a select per segment.)
 template <class Offsets, class Counts>
 struct CountsFromOffsets {
@@ -389,19 +399,8 @@ struct CountsFromOffsets {
     const index_t lo = c * chunk, hi = Kokkos::min(m, lo + chunk);
     const index_t* off = offsets.data();
     index_t* cnt = counts.data();
-    index_t m0 = 0, m1 = 0, s = lo;
-    for (; s + 1 < hi; s += 2) {
-      const index_t c0 = off[s + 1] - off[s], c1 = off[s + 2] - off[s + 1];
-      cnt[s] = c0;
-      cnt[s + 1] = c1;
-      m0 = Kokkos::max(m0, c0);
-      m1 = Kokkos::max(m1, c1);
-    }
-    if (s < hi) {
-      cnt[s] = off[s + 1] - off[s];
-      m0 = Kokkos::max(m0, cnt[s]);
-    }
-    mx = Kokkos::max(mx, Kokkos::max(m0, m1));
+    for (index_t s = lo; s < hi; ++s) cnt[s] = off[s + 1] - off[s];
+    mx = Kokkos::max(mx, sum_and_largest(cnt + lo, hi - lo).max);
   }
 };
 
